@@ -1,0 +1,44 @@
+// Package algo holds the pure decision logic of sluice's five strategies: given a key's state, the
+// instant now (epoch ms) and a cost, it returns the decision and updates the state. It reads no
+// clock, takes no lock and does no I/O, so every store that keeps state in memory decides with it,
+// and tests replay it at fixed instants.
+//
+// The arithmetic follows the reference scripts of seed 004 operation for operation in float64, so
+// that a decision here equals, field for field, the one the Redis scripts return. Products that are
+// then added are rounded explicitly (float64(a*b) + c) so that no platform fuses them into one
+// multiply-add with a different rounding. Integer results are converted as Redis converts a Lua
+// number: by truncation.
+//
+// Every state type's zero value is a fresh key. Methods on a strategy are safe for concurrent use;
+// a state is not: the caller serializes access to each key.
+package algo
+
+import (
+	"math"
+
+	"github.com/sluicehq/sluice"
+)
+
+func allow(limit, remaining, resetAt int64) sluice.Decision {
+	return sluice.Decision{Allowed: true, Limit: limit, Remaining: max(remaining, 0), ResetAt: resetAt, DeniedBy: -1}
+}
+
+func deny(limit, remaining, resetAt, retryAfter int64) sluice.Decision {
+	return sluice.Decision{Limit: limit, Remaining: max(remaining, 0), ResetAt: resetAt, RetryAfterMs: retryAfter}
+}
+
+// peek is the decision a Peek reports: whether a check of cost 1 would pass and what is left now.
+func peek(ok bool, limit, remaining, resetAt, retryAfter int64) sluice.Decision {
+	if ok {
+		return allow(limit, remaining, resetAt)
+	}
+	return deny(limit, remaining, resetAt, retryAfter)
+}
+
+func ceil(x float64) int64  { return int64(math.Ceil(x)) }
+func floor(x float64) int64 { return int64(math.Floor(x)) }
+
+// spendable is how many checks of cost fit in avail units.
+func spendable(avail float64, cost int64) int64 {
+	return max(floor(avail/float64(cost)), 0)
+}

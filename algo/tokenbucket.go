@@ -1,0 +1,81 @@
+package algo
+
+import "github.com/sluicehq/sluice"
+
+// TokenBucket decides for sluice.TokenBucket. A key holds up to capacity tokens, refilled
+// continuously at refillPerSec; a check spends cost tokens if it has them.
+type TokenBucket struct {
+	capacity, perMs float64
+	limit           int64
+}
+
+// TokenBucketState is a key's tokens as of the instant Last (epoch ms). The zero value (Last 0) is a
+// fresh key: a full bucket.
+type TokenBucketState struct {
+	Tokens float64
+	Last   int64
+}
+
+// NewTokenBucket prepares a validated sluice.TokenBucket.
+func NewTokenBucket(s sluice.TokenBucket) TokenBucket {
+	return TokenBucket{capacity: s.Capacity, perMs: s.RefillPerSec / 1000, limit: int64(s.Capacity)}
+}
+
+// tokens is what the bucket holds at now. Time running backwards refills nothing.
+func (b TokenBucket) tokens(s *TokenBucketState, n float64) float64 {
+	if s.Last == 0 {
+		return b.capacity
+	}
+	elapsed := max(n-float64(s.Last), 0)
+	return min(s.Tokens+float64(elapsed*b.perMs), b.capacity)
+}
+
+// fullAt is the instant the bucket is full again, holding tokens at now.
+func (b TokenBucket) fullAt(now int64, tokens float64) int64 {
+	return now + ceil((b.capacity-tokens)/b.perMs)
+}
+
+// Check spends cost tokens at now if the bucket holds them.
+func (b TokenBucket) Check(s *TokenBucketState, now, cost int64) sluice.Decision {
+	tokens := b.tokens(s, float64(now))
+	c := float64(cost)
+	if tokens >= c {
+		left := tokens - c
+		*s = TokenBucketState{Tokens: left, Last: now}
+		return allow(b.limit, floor(left), b.fullAt(now, left))
+	}
+	return deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
+}
+
+// Peek reports the state at now without changing it.
+func (b TokenBucket) Peek(s *TokenBucketState, now int64) sluice.Decision {
+	tokens := b.tokens(s, float64(now))
+	return peek(tokens >= 1, b.limit, floor(tokens), b.fullAt(now, tokens), ceil((1-tokens)/b.perMs))
+}
+
+// Forecast projects the state at now for checks of cost.
+func (b TokenBucket) Forecast(s *TokenBucketState, now, cost int64) sluice.Forecast {
+	tokens := b.tokens(s, float64(now))
+	next := now
+	if tokens < b.capacity {
+		next = now + ceil((min(float64(floor(tokens)+1), b.capacity)-tokens)/b.perMs)
+	}
+	return sluice.Forecast{SpendableNow: spendable(tokens, cost), NextReplenishAt: next, FullAt: b.fullAt(now, tokens)}
+}
+
+// Refund puts cost tokens back at now, never past capacity.
+func (b TokenBucket) Refund(s *TokenBucketState, now, cost int64) {
+	if s.Last == 0 {
+		return
+	}
+	*s = TokenBucketState{Tokens: min(b.tokens(s, float64(now))+float64(cost), b.capacity), Last: max(now, s.Last)}
+}
+
+// Idle reports whether the state decides like a fresh key's at now and at every later instant: the
+// bucket has refilled to capacity.
+func (b TokenBucket) Idle(s *TokenBucketState, now int64) bool {
+	return s.Last == 0 || b.tokens(s, float64(now)) >= b.capacity
+}
+
+// Clone copies a state.
+func (b TokenBucket) Clone(s *TokenBucketState) TokenBucketState { return *s }

@@ -1,0 +1,31 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalid is what every *InvalidError matches with errors.Is: bad input that changed no state.
+	ErrInvalid = errors.New("sluice: invalid argument")
+	// ErrUnknownPolicy means a check named a policy the limiter does not hold.
+	ErrUnknownPolicy = errors.New("sluice: unknown policy")
+	// ErrClosed means the store was closed.
+	ErrClosed = errors.New("sluice: store closed")
+)
+
+// InvalidError is bad input: a cost, key, parameter or name out of range. Field names the offending
+// input with the wire names ("cost", "key", "limits[1].refillPerSec").
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return "sluice: invalid " + e.Field + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

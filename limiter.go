@@ -1,0 +1,289 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Limiter is the front door: it holds named policies, validates every request, asks a Store for
+// the decision and counts the outcomes per policy. Bad input gets an *InvalidError and an unknown
+// policy ErrUnknownPolicy, and neither reaches the store.
+//
+// A Limiter is safe for concurrent use. Its policies can be replaced while it serves (SetPolicies).
+type Limiter struct {
+	store Store
+	reg   atomic.Pointer[registry]
+	mu    sync.Mutex // serializes SetPolicies
+}
+
+// registry is an immutable snapshot of the policies, swapped whole on SetPolicies.
+type registry map[string]*entry
+
+type entry struct {
+	policy  *Policy
+	allowed atomic.Uint64
+	denied  atomic.Uint64
+}
+
+// Stats counts a policy's decisions since it was added (kept across SetPolicies while the policy
+// stays Equal). A composite policy counts one decision per check.
+type Stats struct {
+	Allowed uint64 `json:"allowed"`
+	Denied  uint64 `json:"denied"`
+}
+
+// New returns a Limiter over store with the given policies, whose names must be distinct.
+func New(store Store, policies ...*Policy) (*Limiter, error) {
+	l := &Limiter{store: store}
+	if err := l.SetPolicies(policies...); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// SetPolicies replaces the policy set atomically. A policy Equal to one held before keeps its
+// counts, and the store keeps its keys' state; the state of a changed or removed policy is dropped
+// by the store in its own time. Checks already under way finish with the old set.
+func (l *Limiter) SetPolicies(policies ...*Policy) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.reg.Load()
+	next := make(registry, len(policies))
+	for _, p := range policies {
+		if p == nil {
+			return invalid("policies", "nil policy")
+		}
+		if _, dup := next[p.name]; dup {
+			return invalid("policies", "duplicate policy %q", p.name)
+		}
+		e := &entry{policy: p}
+		if old != nil {
+			if prev, ok := (*old)[p.name]; ok && prev.policy.Equal(p) {
+				e = prev
+			}
+		}
+		next[p.name] = e
+	}
+	l.reg.Store(&next)
+	return nil
+}
+
+// Policy returns the policy named name.
+func (l *Limiter) Policy(name string) (*Policy, bool) {
+	e, ok := (*l.reg.Load())[name]
+	if !ok {
+		return nil, false
+	}
+	return e.policy, true
+}
+
+// Policies returns the policies held, in no particular order.
+func (l *Limiter) Policies() []*Policy {
+	reg := *l.reg.Load()
+	out := make([]*Policy, 0, len(reg))
+	for _, e := range reg {
+		out = append(out, e.policy)
+	}
+	return out
+}
+
+// Stats returns the decision counts of the policy named name.
+func (l *Limiter) Stats(name string) (Stats, bool) {
+	e, ok := (*l.reg.Load())[name]
+	if !ok {
+		return Stats{}, false
+	}
+	return Stats{Allowed: e.allowed.Load(), Denied: e.denied.Load()}, true
+}
+
+// Check consumes cost for key under the named policy, from all of its limits or from none.
+func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (Decision, error) {
+	e, err := l.lookup(policy, key, cost)
+	if err != nil {
+		return Decision{}, err
+	}
+	d, err := l.store.Check(ctx, NowFrom(ctx), e.policy, key, cost)
+	if err != nil {
+		return Decision{}, err
+	}
+	e.count(d.Allowed)
+	return d, nil
+}
+
+// CheckMany checks each key independently under the named policy, all at one instant, and returns
+// one decision per key.
+func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, cost int64) ([]Decision, error) {
+	e, err := l.entry(policy)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCost(e.policy, cost); err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		if err := checkKey(k); err != nil {
+			err.Field = fmt.Sprintf("keys[%d]", i)
+			return nil, err
+		}
+	}
+	out := make([]Decision, len(keys))
+	if err := l.store.CheckMany(ctx, NowFrom(ctx), e.policy, keys, cost, out); err != nil {
+		return nil, err
+	}
+	for _, d := range out {
+		e.count(d.Allowed)
+	}
+	return out, nil
+}
+
+// Item is one check of CheckAll.
+type Item struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Cost   int64  `json:"cost"`
+}
+
+// CheckAll checks every item together, all or nothing: if any item is denied, nothing is consumed
+// from any of them. The result is Combine of the items' decisions: DeniedBy is the index of the item
+// that denied, and Parts holds one decision per item.
+//
+// Use it for several rules guarding one request, such as a per-IP and a per-account login limit: a
+// request the account limit denies spends nothing of the IP's budget.
+func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error) {
+	if len(items) == 0 {
+		return Decision{}, invalid("items", "at least one item is needed")
+	}
+	ops := make([]Op, len(items))
+	entries := make([]*entry, len(items))
+	for i, it := range items {
+		e, err := l.lookup(it.Policy, it.Key, it.Cost)
+		if err != nil {
+			if ie, ok := err.(*InvalidError); ok {
+				err = &InvalidError{Field: fmt.Sprintf("items[%d].%s", i, ie.Field), Reason: ie.Reason}
+			}
+			return Decision{}, err
+		}
+		entries[i] = e
+		ops[i] = Op{Policy: e.policy, Key: it.Key, Cost: it.Cost}
+	}
+	out := make([]Decision, len(items))
+	if err := l.store.CheckAll(ctx, NowFrom(ctx), ops, out); err != nil {
+		return Decision{}, err
+	}
+	d := Combine(out)
+	for _, e := range entries {
+		e.count(d.Allowed)
+	}
+	return d, nil
+}
+
+// Peek reports key's state under the named policy without consuming anything: Allowed says whether
+// a check of cost 1 would pass now, and Remaining is what is left now.
+func (l *Limiter) Peek(ctx context.Context, policy, key string) (Decision, error) {
+	e, err := l.lookup(policy, key, 1)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.store.Peek(ctx, NowFrom(ctx), e.policy, key)
+}
+
+// Forecast projects key's capacity for checks of cost without consuming anything.
+func (l *Limiter) Forecast(ctx context.Context, policy, key string, cost int64) (Forecast, error) {
+	e, err := l.lookup(policy, key, cost)
+	if err != nil {
+		return Forecast{}, err
+	}
+	return l.store.Forecast(ctx, NowFrom(ctx), e.policy, key, cost)
+}
+
+// Refund gives cost units back to key under the named policy (to the limits that count cost; a
+// limit counting requests gets one request back), never past a limit's ceiling. Reserve an estimate
+// with Check, then Refund what the work did not use.
+func (l *Limiter) Refund(ctx context.Context, policy, key string, cost int64) error {
+	e, err := l.entry(policy)
+	if err != nil {
+		return err
+	}
+	if cost < 1 {
+		return invalid("cost", "must be at least 1, got %d", cost)
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return l.store.Refund(ctx, NowFrom(ctx), e.policy, key, cost)
+}
+
+// Reset forgets key under the named policy: its next check starts from a full budget.
+func (l *Limiter) Reset(ctx context.Context, policy, key string) error {
+	e, err := l.lookup(policy, key, 1)
+	if err != nil {
+		return err
+	}
+	return l.store.Reset(ctx, e.policy, key)
+}
+
+func (l *Limiter) entry(policy string) (*entry, error) {
+	e, ok := (*l.reg.Load())[policy]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, policy)
+	}
+	return e, nil
+}
+
+func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
+	e, err := l.entry(policy)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCost(e.policy, cost); err != nil {
+		return nil, err
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *entry) count(allowed bool) {
+	if allowed {
+		e.allowed.Add(1)
+	} else {
+		e.denied.Add(1)
+	}
+}
+
+func checkCost(p *Policy, cost int64) *InvalidError {
+	if cost < 1 {
+		return invalid("cost", "must be at least 1, got %d", cost)
+	}
+	if cost > p.maxCost {
+		return invalid("cost", "%d exceeds %d, the most policy %q can ever admit", cost, p.maxCost, p.name)
+	}
+	return nil
+}
+
+func checkKey(key string) *InvalidError {
+	if key == "" {
+		return invalid("key", "must not be empty")
+	}
+	if len(key) > MaxKeyLen {
+		return invalid("key", "is %d bytes, more than %d", len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+type nowKey struct{}
+
+// WithNow returns a context under which a Limiter decides at the instant now (epoch ms) instead of
+// the store's clock: for deterministic replay and tests. A now of 0 or less is ignored.
+func WithNow(ctx context.Context, now int64) context.Context {
+	return context.WithValue(ctx, nowKey{}, now)
+}
+
+// NowFrom returns the instant set by WithNow, or 0 (the store's clock).
+func NowFrom(ctx context.Context) int64 {
+	now, _ := ctx.Value(nowKey{}).(int64)
+	return max(now, 0)
+}
