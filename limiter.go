@@ -198,9 +198,9 @@ func (l *Limiter) Forecast(ctx context.Context, policy, key string, cost int64) 
 	return l.store.Forecast(ctx, NowFrom(ctx), e.policy, key, cost)
 }
 
-// Refund gives cost units back to key under the named policy (to the limits that count cost; a
-// limit counting requests gets one request back), never past a limit's ceiling. Reserve an estimate
-// with Check, then Refund what the work did not use.
+// Refund gives cost units back to key under the named policy, to the limits that count cost (a
+// limit counting requests keeps its count: the request happened), never past a limit's ceiling.
+// Reserve an estimate with Check, then Refund what the work did not use.
 func (l *Limiter) Refund(ctx context.Context, policy, key string, cost int64) error {
 	e, err := l.entry(policy)
 	if err != nil {

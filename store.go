@@ -25,7 +25,8 @@ type Store interface {
 	Peek(ctx context.Context, now int64, p *Policy, key string) (Decision, error)
 	// Forecast projects a key's capacity for checks of cost without consuming.
 	Forecast(ctx context.Context, now int64, p *Policy, key string, cost int64) (Forecast, error)
-	// Refund gives cost units back to key, never past any limit's ceiling.
+	// Refund gives cost units back to key from the limits of p that count cost, never past a
+	// limit's ceiling.
 	Refund(ctx context.Context, now int64, p *Policy, key string, cost int64) error
 	// Reset forgets key under p, as if it had never been seen.
 	Reset(ctx context.Context, p *Policy, key string) error

@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+)
+
+// algorithm is the decision logic of one strategy over its state type S; package algo implements it
+// for every strategy.
+type algorithm[S any] interface {
+	Check(s *S, now, cost int64) sluice.Decision
+	Peek(s *S, now int64) sluice.Decision
+	Forecast(s *S, now, cost int64) sluice.Forecast
+	Refund(s *S, now, cost int64)
+	Idle(s *S, now int64) bool
+	Clone(s *S) S
+}
+
+// numShards splits each keyspace so that inserts, sweeps and rebuilds of one shard leave the others
+// alone.
+const numShards = 64
+
+// part is the state of one limit of one policy, whatever its strategy.
+type part interface {
+	check(h uint64, key string, now, cost int64) sluice.Decision
+	peek(h uint64, key string, now int64) sluice.Decision
+	forecast(h uint64, key string, now, cost int64) sluice.Forecast
+	refund(h uint64, key string, now, cost int64)
+	reset(h uint64, key string)
+	sweep(now int64)
+	len() int
+	// id is unique in the store; multi-key steps lock parts in the order of their ids.
+	id() uint64
+	// hold locks key's slot for a multi-key step without ever blocking while other slots are held:
+	// it reports ok false when the caller must release what it holds and call prepare first.
+	hold(h uint64, key string) (held, bool)
+	// prepare does what hold could not do without blocking: it waits out a rebuild and creates key.
+	prepare(h uint64, key string)
+}
+
+// held is one locked slot of a multi-key step. It keeps the slot's state from before the step so
+// that a denied step can put everything back.
+type held interface {
+	check(now, cost int64) sluice.Decision
+	restore()
+	unlock()
+}
+
+func newPart(s sluice.Strategy, st *Store) part {
+	switch s := s.(type) {
+	case sluice.GCRA:
+		return newSpace(algo.NewGCRA(s), st)
+	case sluice.TokenBucket:
+		return newSpace(algo.NewTokenBucket(s), st)
+	case sluice.FixedWindow:
+		return newSpace(algo.NewFixedWindow(s), st)
+	case sluice.SlidingWindow:
+		return newSpace(algo.NewSlidingWindow(s), st)
+	case sluice.SlidingWindowLog:
+		return newSpace(algo.NewSlidingWindowLog(s), st)
+	}
+	panic("memory: unknown strategy " + s.Kind())
+}
+
+// space is a part whose state is S.
+type space[S any] struct {
+	alg    algorithm[S]
+	store  *Store
+	ident  uint64
+	shards [numShards]table[S]
+}
+
+func newSpace[S any](alg algorithm[S], st *Store) *space[S] {
+	sp := &space[S]{alg: alg, store: st, ident: st.partIDs.Add(1)}
+	for i := range sp.shards {
+		sp.shards[i].rebuild(0)
+	}
+	return sp
+}
+
+func (sp *space[S]) id() uint64 { return sp.ident }
+
+func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
+
+func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Decision {
+	s := sp.shard(h).acquire(h, key, true, sp.store)
+	d := sp.alg.Check(&s.state, now, cost)
+	s.unlock()
+	return d
+}
+
+// view runs f, which must not change the state, on key's state or on a fresh one if key is absent.
+func (sp *space[S]) view(h uint64, key string, f func(*S)) {
+	if s := sp.shard(h).acquire(h, key, false, sp.store); s != nil {
+		f(&s.state)
+		s.unlock()
+		return
+	}
+	var fresh S
+	f(&fresh)
+}
+
+func (sp *space[S]) peek(h uint64, key string, now int64) (d sluice.Decision) {
+	sp.view(h, key, func(s *S) { d = sp.alg.Peek(s, now) })
+	return d
+}
+
+func (sp *space[S]) forecast(h uint64, key string, now, cost int64) (f sluice.Forecast) {
+	sp.view(h, key, func(s *S) { f = sp.alg.Forecast(s, now, cost) })
+	return f
+}
+
+func (sp *space[S]) refund(h uint64, key string, now, cost int64) {
+	if s := sp.shard(h).acquire(h, key, false, sp.store); s != nil {
+		sp.alg.Refund(&s.state, now, cost)
+		s.unlock()
+	}
+}
+
+func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key, sp.store) }
+
+func (sp *space[S]) sweep(now int64) {
+	idle := func(s *S) bool { return sp.alg.Idle(s, now) }
+	for i := range sp.shards {
+		sp.shards[i].sweep(idle, sp.store)
+	}
+}
+
+func (sp *space[S]) len() int {
+	n := 0
+	for i := range sp.shards {
+		n += sp.shards[i].len()
+	}
+	return n
+}
+
+func (sp *space[S]) hold(h uint64, key string) (held, bool) {
+	t := sp.shard(h)
+	s, retry := t.arr.Load().find(h, key)
+	if retry {
+		return nil, false
+	}
+	if s == nil {
+		if s = t.tryInsert(h, key, sp.store); s == nil {
+			return nil, false
+		}
+	} else if !s.lock() {
+		return nil, false
+	}
+	return &heldSlot[S]{sp: sp, s: s, saved: sp.alg.Clone(&s.state)}, true
+}
+
+func (sp *space[S]) prepare(h uint64, key string) {
+	sp.shard(h).acquire(h, key, true, sp.store).unlock()
+}
+
+type heldSlot[S any] struct {
+	sp    *space[S]
+	s     *slot[S]
+	saved S
+}
+
+func (hs *heldSlot[S]) check(now, cost int64) sluice.Decision {
+	return hs.sp.alg.Check(&hs.s.state, now, cost)
+}
+
+func (hs *heldSlot[S]) restore() { hs.s.state = hs.saved }
+func (hs *heldSlot[S]) unlock()  { hs.s.unlock() }
