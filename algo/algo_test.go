@@ -1,7 +1,6 @@
 package algo_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -27,15 +26,12 @@ func checker(s sluice.Strategy) func(key string, now, cost int64) sluice.Decisio
 	panic("unknown strategy")
 }
 
-func newChecker[S any](check func(*S, int64, int64) sluice.Decision) func(string, int64, int64) sluice.Decision {
-	states := map[string]*S{}
+func newChecker[S any](check func(S, int64, int64) (S, sluice.Decision)) func(string, int64, int64) sluice.Decision {
+	states := map[string]S{}
 	return func(key string, now, cost int64) sluice.Decision {
-		st, ok := states[key]
-		if !ok {
-			st = new(S)
-			states[key] = st
-		}
-		return check(st, now, cost)
+		st, d := check(states[key], now, cost)
+		states[key] = st
+		return d
 	}
 }
 
@@ -50,13 +46,9 @@ func vectorFiles(t *testing.T) []string {
 
 func TestVectors(t *testing.T) {
 	for _, path := range vectorFiles(t) {
-		data, err := os.ReadFile(path)
+		f, err := conformance.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
-		}
-		f, err := conformance.Parse(data)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
 		}
 		for _, c := range f.Cases {
 			t.Run(filepath.Base(path)+"/"+c.Name, func(t *testing.T) {

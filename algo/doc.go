@@ -1,7 +1,7 @@
 // Package algo holds the pure decision logic of sluice's five strategies: given a key's state, the
-// instant now (epoch ms) and a cost, it returns the decision and updates the state. It reads no
-// clock, takes no lock and does no I/O, so every store that keeps state in memory decides with it,
-// and tests replay it at fixed instants.
+// instant now (epoch ms) and a cost, Check returns the key's next state and the decision. It reads
+// no clock, takes no lock and does no I/O, so every store that keeps state in memory decides with
+// it, and tests replay it at fixed instants.
 //
 // The arithmetic follows the reference scripts of seed 004 operation for operation in float64, so
 // that a decision here equals, field for field, the one the Redis scripts return. Products that are
@@ -9,8 +9,9 @@
 // multiply-add with a different rounding. Integer results are converted as Redis converts a Lua
 // number: by truncation.
 //
-// Every state type's zero value is a fresh key. Methods on a strategy are safe for concurrent use;
-// a state is not: the caller serializes access to each key.
+// Every state type's zero value is a fresh key. States are passed by value; those holding a slice
+// (the sliding windows) may share it with the state returned, so the caller serializes access to
+// each key. Methods on a strategy are safe for concurrent use.
 package algo
 
 import (

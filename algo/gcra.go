@@ -15,26 +15,25 @@ type GCRA struct {
 type GCRAState struct{ TAT float64 }
 
 // NewGCRA prepares a validated sluice.GCRA.
-func NewGCRA(s sluice.GCRA) GCRA {
+func NewGCRA(s sluice.GCRA) *GCRA {
 	t := s.PeriodMs / s.Limit
-	return GCRA{t: t, tau: t * s.Burst, limit: int64(s.Burst)}
+	return &GCRA{t: t, tau: t * s.Burst, limit: int64(s.Burst)}
 }
 
 // Check admits cost at now if the headroom allows, moving the TAT forward.
-func (g GCRA) Check(s *GCRAState, now, cost int64) sluice.Decision {
+func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) {
 	n := float64(now)
 	tat := max(s.TAT, n)
 	newTAT := tat + float64(g.t*float64(cost))
 	allowAt := newTAT - g.tau
 	if n < allowAt {
-		return deny(g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+		return s, deny(g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
 	}
-	s.TAT = newTAT
-	return allow(g.limit, floor((g.tau-(newTAT-n))/g.t), ceil(newTAT))
+	return GCRAState{TAT: newTAT}, allow(g.limit, floor((g.tau-(newTAT-n))/g.t), ceil(newTAT))
 }
 
 // Peek reports the state at now without changing it.
-func (g GCRA) Peek(s *GCRAState, now int64) sluice.Decision {
+func (g *GCRA) Peek(s GCRAState, now int64) sluice.Decision {
 	n := float64(now)
 	tat := max(s.TAT, n)
 	allowAt := tat + g.t - g.tau
@@ -42,7 +41,7 @@ func (g GCRA) Peek(s *GCRAState, now int64) sluice.Decision {
 }
 
 // Forecast projects the state at now for checks of cost.
-func (g GCRA) Forecast(s *GCRAState, now, cost int64) sluice.Forecast {
+func (g *GCRA) Forecast(s GCRAState, now, cost int64) sluice.Forecast {
 	n := float64(now)
 	tat := max(s.TAT, n)
 	avail := (g.tau - (tat - n)) / g.t
@@ -54,13 +53,13 @@ func (g GCRA) Forecast(s *GCRAState, now, cost int64) sluice.Forecast {
 }
 
 // Refund moves the TAT back by cost emission intervals, never before now.
-func (g GCRA) Refund(s *GCRAState, now, cost int64) {
+func (g *GCRA) Refund(s GCRAState, now, cost int64) GCRAState {
 	n := float64(now)
-	s.TAT = max(max(s.TAT, n)-float64(g.t*float64(cost)), n)
+	return GCRAState{TAT: max(max(s.TAT, n)-float64(g.t*float64(cost)), n)}
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant.
-func (g GCRA) Idle(s *GCRAState, now int64) bool { return s.TAT <= float64(now) }
+func (g *GCRA) Idle(s GCRAState, now int64) bool { return s.TAT <= float64(now) }
 
 // Clone copies a state.
-func (g GCRA) Clone(s *GCRAState) GCRAState { return *s }
+func (g *GCRA) Clone(s GCRAState) GCRAState { return s }

@@ -21,12 +21,12 @@ type SlidingWindowLogState struct{ Runs []Run }
 type Run struct{ At, N int64 }
 
 // NewSlidingWindowLog prepares a validated sluice.SlidingWindowLog.
-func NewSlidingWindowLog(s sluice.SlidingWindowLog) SlidingWindowLog {
-	return SlidingWindowLog{limit: s.Limit, window: s.WindowMs}
+func NewSlidingWindowLog(s sluice.SlidingWindowLog) *SlidingWindowLog {
+	return &SlidingWindowLog{limit: s.Limit, window: s.WindowMs}
 }
 
 // live is the index of the first run still inside the window at n.
-func (l SlidingWindowLog) live(st *SlidingWindowLogState, n float64) int {
+func (l *SlidingWindowLog) live(st SlidingWindowLogState, n float64) int {
 	start := n - l.window
 	i := 0
 	for i < len(st.Runs) && float64(st.Runs[i].At) <= start {
@@ -36,8 +36,8 @@ func (l SlidingWindowLog) live(st *SlidingWindowLogState, n float64) int {
 }
 
 // prune drops the runs that have left the window at n and returns the count of the rest.
-func (l SlidingWindowLog) prune(st *SlidingWindowLogState, n float64) int64 {
-	if i := l.live(st, n); i > 0 {
+func (l *SlidingWindowLog) prune(st *SlidingWindowLogState, n float64) int64 {
+	if i := l.live(*st, n); i > 0 {
 		st.Runs = append(st.Runs[:0], st.Runs[i:]...)
 	}
 	var count int64
@@ -58,7 +58,7 @@ func at(runs []Run, k int64) int64 {
 	return runs[len(runs)-1].At
 }
 
-func (l SlidingWindowLog) resetAt(runs []Run, now int64) int64 {
+func (l *SlidingWindowLog) resetAt(runs []Run, now int64) int64 {
 	oldest := now
 	if len(runs) > 0 {
 		oldest = runs[0].At
@@ -67,7 +67,7 @@ func (l SlidingWindowLog) resetAt(runs []Run, now int64) int64 {
 }
 
 // retryAfter is how long until a check of cost could pass with count units in the log.
-func (l SlidingWindowLog) retryAfter(runs []Run, n float64, count, cost int64) int64 {
+func (l *SlidingWindowLog) retryAfter(runs []Run, n float64, count, cost int64) int64 {
 	if count == 0 {
 		return int64(l.window)
 	}
@@ -77,14 +77,15 @@ func (l SlidingWindowLog) retryAfter(runs []Run, n float64, count, cost int64) i
 
 // Check logs cost units at now if the window has room for them. Like the reference script, it
 // drops the expired part of the log whatever the outcome.
-func (l SlidingWindowLog) Check(st *SlidingWindowLogState, now, cost int64) sluice.Decision {
+// The returned state may share memory with st.
+func (l *SlidingWindowLog) Check(st SlidingWindowLogState, now, cost int64) (SlidingWindowLogState, sluice.Decision) {
 	n := float64(now)
-	count := l.prune(st, n)
+	count := l.prune(&st, n)
 	if float64(count+cost) <= l.limit {
 		st.add(now, cost)
-		return allow(int64(l.limit), int64(l.limit)-(count+cost), l.resetAt(st.Runs, now))
+		return st, allow(int64(l.limit), int64(l.limit)-(count+cost), l.resetAt(st.Runs, now))
 	}
-	return deny(int64(l.limit), int64(l.limit)-count, l.resetAt(st.Runs, now), l.retryAfter(st.Runs, n, count, cost))
+	return st, deny(int64(l.limit), int64(l.limit)-count, l.resetAt(st.Runs, now), l.retryAfter(st.Runs, n, count, cost))
 }
 
 // add logs n units at now, keeping the runs in order of instant.
@@ -98,7 +99,7 @@ func (st *SlidingWindowLogState) add(now, n int64) {
 }
 
 // view returns the runs inside the window at now and their count, leaving the state as it is.
-func (l SlidingWindowLog) view(st *SlidingWindowLogState, now int64) ([]Run, int64) {
+func (l *SlidingWindowLog) view(st SlidingWindowLogState, now int64) ([]Run, int64) {
 	runs := st.Runs[l.live(st, float64(now)):]
 	var count int64
 	for _, r := range runs {
@@ -107,7 +108,7 @@ func (l SlidingWindowLog) view(st *SlidingWindowLogState, now int64) ([]Run, int
 	return runs, count
 }
 
-func (l SlidingWindowLog) fullAt(runs []Run, now int64) int64 {
+func (l *SlidingWindowLog) fullAt(runs []Run, now int64) int64 {
 	if len(runs) == 0 {
 		return now
 	}
@@ -115,14 +116,14 @@ func (l SlidingWindowLog) fullAt(runs []Run, now int64) int64 {
 }
 
 // Peek reports the state at now without changing it.
-func (l SlidingWindowLog) Peek(st *SlidingWindowLogState, now int64) sluice.Decision {
+func (l *SlidingWindowLog) Peek(st SlidingWindowLogState, now int64) sluice.Decision {
 	runs, count := l.view(st, now)
 	return peek(float64(count+1) <= l.limit, int64(l.limit), int64(l.limit)-count, l.fullAt(runs, now),
 		l.retryAfter(runs, float64(now), count, 1))
 }
 
 // Forecast projects the state at now for checks of cost.
-func (l SlidingWindowLog) Forecast(st *SlidingWindowLogState, now, cost int64) sluice.Forecast {
+func (l *SlidingWindowLog) Forecast(st SlidingWindowLogState, now, cost int64) sluice.Forecast {
 	runs, count := l.view(st, now)
 	next := now
 	if len(runs) > 0 {
@@ -131,9 +132,9 @@ func (l SlidingWindowLog) Forecast(st *SlidingWindowLogState, now, cost int64) s
 	return sluice.Forecast{SpendableNow: spendable(l.limit-float64(count), cost), NextReplenishAt: next, FullAt: l.fullAt(runs, now)}
 }
 
-// Refund removes the cost newest units from the log.
-func (l SlidingWindowLog) Refund(st *SlidingWindowLogState, now, cost int64) {
-	l.prune(st, float64(now))
+// Refund removes the cost newest units from the log. The returned state may share memory with st.
+func (l *SlidingWindowLog) Refund(st SlidingWindowLogState, now, cost int64) SlidingWindowLogState {
+	l.prune(&st, float64(now))
 	for cost > 0 && len(st.Runs) > 0 {
 		last := &st.Runs[len(st.Runs)-1]
 		take := min(last.N, cost)
@@ -143,15 +144,16 @@ func (l SlidingWindowLog) Refund(st *SlidingWindowLogState, now, cost int64) {
 			st.Runs = st.Runs[:len(st.Runs)-1]
 		}
 	}
+	return st
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant: every
 // logged unit has left the window.
-func (l SlidingWindowLog) Idle(st *SlidingWindowLogState, now int64) bool {
+func (l *SlidingWindowLog) Idle(st SlidingWindowLogState, now int64) bool {
 	return len(st.Runs) == 0 || float64(st.Runs[len(st.Runs)-1].At) <= float64(now)-l.window
 }
 
 // Clone copies a state.
-func (l SlidingWindowLog) Clone(st *SlidingWindowLogState) SlidingWindowLogState {
+func (l *SlidingWindowLog) Clone(st SlidingWindowLogState) SlidingWindowLogState {
 	return SlidingWindowLogState{Runs: slices.Clone(st.Runs)}
 }

@@ -26,11 +26,11 @@ type Bucket struct {
 }
 
 // NewSlidingWindow prepares a validated sluice.SlidingWindow.
-func NewSlidingWindow(s sluice.SlidingWindow) SlidingWindow {
-	return SlidingWindow{limit: s.Limit, window: s.WindowMs, w: s.WindowMs / float64(s.Buckets), s: int64(s.Buckets)}
+func NewSlidingWindow(s sluice.SlidingWindow) *SlidingWindow {
+	return &SlidingWindow{limit: s.Limit, window: s.WindowMs, w: s.WindowMs / float64(s.Buckets), s: int64(s.Buckets)}
 }
 
-func (sw SlidingWindow) slot(j int64) int64 {
+func (sw *SlidingWindow) slot(j int64) int64 {
 	m := j % (sw.s + 1)
 	if m < 0 {
 		m += sw.s + 1
@@ -38,7 +38,7 @@ func (sw SlidingWindow) slot(j int64) int64 {
 	return m
 }
 
-func (sw SlidingWindow) get(st *SlidingWindowState, j int64) float64 {
+func (sw *SlidingWindow) get(st SlidingWindowState, j int64) float64 {
 	if st.Buckets == nil {
 		return 0
 	}
@@ -55,7 +55,7 @@ type view struct {
 	oldest, estimate float64
 }
 
-func (sw SlidingWindow) view(st *SlidingWindowState, n float64) view {
+func (sw *SlidingWindow) view(st SlidingWindowState, n float64) view {
 	c := int64(math.Floor(n / sw.w))
 	elapsed := max(n-float64(float64(c)*sw.w), 0)
 	weight := min(max((sw.w-elapsed)/sw.w, 0), 1)
@@ -68,12 +68,12 @@ func (sw SlidingWindow) view(st *SlidingWindowState, n float64) view {
 }
 
 // resetAt is when the window is empty again if bucket j is the newest that counts.
-func (sw SlidingWindow) resetAt(j int64) int64 {
+func (sw *SlidingWindow) resetAt(j int64) int64 {
 	return ceil(float64(float64(j+1)*sw.w) + sw.window)
 }
 
 // retryAfter is how long until a check of cost could pass.
-func (sw SlidingWindow) retryAfter(v view, n, cost float64) int64 {
+func (sw *SlidingWindow) retryAfter(v view, n, cost float64) int64 {
 	d := v.estimate + cost - sw.limit
 	var r int64
 	if v.oldest > 0 && d <= float64(v.oldest*v.weight) {
@@ -85,7 +85,8 @@ func (sw SlidingWindow) retryAfter(v view, n, cost float64) int64 {
 }
 
 // Check spends cost at now if the estimated count leaves room for it.
-func (sw SlidingWindow) Check(st *SlidingWindowState, now, cost int64) sluice.Decision {
+// The returned state may share memory with st.
+func (sw *SlidingWindow) Check(st SlidingWindowState, now, cost int64) (SlidingWindowState, sluice.Decision) {
 	n, c := float64(now), float64(cost)
 	v := sw.view(st, n)
 	if projected := v.estimate + c; projected <= sw.limit {
@@ -93,13 +94,13 @@ func (sw SlidingWindow) Check(st *SlidingWindowState, now, cost int64) sluice.De
 			st.Buckets = make([]Bucket, sw.s+1)
 		}
 		st.Buckets[sw.slot(v.c)] = Bucket{Index: v.c, Count: sw.get(st, v.c) + c}
-		return allow(int64(sw.limit), floor(sw.limit-projected), sw.resetAt(v.c))
+		return st, allow(int64(sw.limit), floor(sw.limit-projected), sw.resetAt(v.c))
 	}
-	return deny(int64(sw.limit), floor(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
+	return st, deny(int64(sw.limit), floor(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
 }
 
 // newest is the newest bucket with a count that still counts at v (or later), or false if none.
-func (sw SlidingWindow) newest(st *SlidingWindowState, v view) (int64, bool) {
+func (sw *SlidingWindow) newest(st SlidingWindowState, v view) (int64, bool) {
 	j, ok := int64(0), false
 	for _, b := range st.Buckets {
 		if b.Count > 0 && b.Index >= v.c-sw.s && (!ok || b.Index > j) {
@@ -109,7 +110,7 @@ func (sw SlidingWindow) newest(st *SlidingWindowState, v view) (int64, bool) {
 	return j, ok
 }
 
-func (sw SlidingWindow) fullAt(st *SlidingWindowState, v view, now int64) int64 {
+func (sw *SlidingWindow) fullAt(st SlidingWindowState, v view, now int64) int64 {
 	if j, ok := sw.newest(st, v); ok {
 		return sw.resetAt(j)
 	}
@@ -117,7 +118,7 @@ func (sw SlidingWindow) fullAt(st *SlidingWindowState, v view, now int64) int64 
 }
 
 // Peek reports the state at now without changing it.
-func (sw SlidingWindow) Peek(st *SlidingWindowState, now int64) sluice.Decision {
+func (sw *SlidingWindow) Peek(st SlidingWindowState, now int64) sluice.Decision {
 	n := float64(now)
 	v := sw.view(st, n)
 	return peek(v.estimate+1 <= sw.limit, int64(sw.limit), floor(sw.limit-v.estimate), sw.fullAt(st, v, now), sw.retryAfter(v, n, 1))
@@ -125,7 +126,7 @@ func (sw SlidingWindow) Peek(st *SlidingWindowState, now int64) sluice.Decision 
 
 // Forecast projects the state at now for checks of cost. The next replenishment is found by
 // following the estimate bucket by bucket as the oldest counts slide out of the window.
-func (sw SlidingWindow) Forecast(st *SlidingWindowState, now, cost int64) sluice.Forecast {
+func (sw *SlidingWindow) Forecast(st SlidingWindowState, now, cost int64) sluice.Forecast {
 	n := float64(now)
 	v := sw.view(st, n)
 	f := sluice.Forecast{SpendableNow: spendable(sw.limit-v.estimate, cost), NextReplenishAt: now, FullAt: sw.fullAt(st, v, now)}
@@ -154,10 +155,11 @@ func (sw SlidingWindow) Forecast(st *SlidingWindowState, now, cost int64) sluice
 	return f
 }
 
-// Refund takes cost back from the newest buckets still inside the window, down to zero.
-func (sw SlidingWindow) Refund(st *SlidingWindowState, now, cost int64) {
+// Refund takes cost back from the newest buckets still inside the window, down to zero. The
+// returned state may share memory with st.
+func (sw *SlidingWindow) Refund(st SlidingWindowState, now, cost int64) SlidingWindowState {
 	if st.Buckets == nil {
-		return
+		return st
 	}
 	left := float64(cost)
 	c := int64(math.Floor(float64(now) / sw.w))
@@ -169,11 +171,12 @@ func (sw SlidingWindow) Refund(st *SlidingWindowState, now, cost int64) {
 			left -= take
 		}
 	}
+	return st
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant: no
 // bucket with a count is inside the window or ahead of it.
-func (sw SlidingWindow) Idle(st *SlidingWindowState, now int64) bool {
+func (sw *SlidingWindow) Idle(st SlidingWindowState, now int64) bool {
 	c := int64(math.Floor(float64(now) / sw.w))
 	for _, b := range st.Buckets {
 		if b.Count > 0 && b.Index >= c-sw.s {
@@ -184,6 +187,6 @@ func (sw SlidingWindow) Idle(st *SlidingWindowState, now int64) bool {
 }
 
 // Clone copies a state.
-func (sw SlidingWindow) Clone(st *SlidingWindowState) SlidingWindowState {
+func (sw *SlidingWindow) Clone(st SlidingWindowState) SlidingWindowState {
 	return SlidingWindowState{Buckets: slices.Clone(st.Buckets)}
 }

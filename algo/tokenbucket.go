@@ -17,12 +17,12 @@ type TokenBucketState struct {
 }
 
 // NewTokenBucket prepares a validated sluice.TokenBucket.
-func NewTokenBucket(s sluice.TokenBucket) TokenBucket {
-	return TokenBucket{capacity: s.Capacity, perMs: s.RefillPerSec / 1000, limit: int64(s.Capacity)}
+func NewTokenBucket(s sluice.TokenBucket) *TokenBucket {
+	return &TokenBucket{capacity: s.Capacity, perMs: s.RefillPerSec / 1000, limit: int64(s.Capacity)}
 }
 
 // tokens is what the bucket holds at now. Time running backwards refills nothing.
-func (b TokenBucket) tokens(s *TokenBucketState, n float64) float64 {
+func (b *TokenBucket) tokens(s TokenBucketState, n float64) float64 {
 	if s.Last == 0 {
 		return b.capacity
 	}
@@ -31,30 +31,29 @@ func (b TokenBucket) tokens(s *TokenBucketState, n float64) float64 {
 }
 
 // fullAt is the instant the bucket is full again, holding tokens at now.
-func (b TokenBucket) fullAt(now int64, tokens float64) int64 {
+func (b *TokenBucket) fullAt(now int64, tokens float64) int64 {
 	return now + ceil((b.capacity-tokens)/b.perMs)
 }
 
 // Check spends cost tokens at now if the bucket holds them.
-func (b TokenBucket) Check(s *TokenBucketState, now, cost int64) sluice.Decision {
+func (b *TokenBucket) Check(s TokenBucketState, now, cost int64) (TokenBucketState, sluice.Decision) {
 	tokens := b.tokens(s, float64(now))
 	c := float64(cost)
 	if tokens >= c {
 		left := tokens - c
-		*s = TokenBucketState{Tokens: left, Last: now}
-		return allow(b.limit, floor(left), b.fullAt(now, left))
+		return TokenBucketState{Tokens: left, Last: now}, allow(b.limit, floor(left), b.fullAt(now, left))
 	}
-	return deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
+	return s, deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
 }
 
 // Peek reports the state at now without changing it.
-func (b TokenBucket) Peek(s *TokenBucketState, now int64) sluice.Decision {
+func (b *TokenBucket) Peek(s TokenBucketState, now int64) sluice.Decision {
 	tokens := b.tokens(s, float64(now))
 	return peek(tokens >= 1, b.limit, floor(tokens), b.fullAt(now, tokens), ceil((1-tokens)/b.perMs))
 }
 
 // Forecast projects the state at now for checks of cost.
-func (b TokenBucket) Forecast(s *TokenBucketState, now, cost int64) sluice.Forecast {
+func (b *TokenBucket) Forecast(s TokenBucketState, now, cost int64) sluice.Forecast {
 	tokens := b.tokens(s, float64(now))
 	next := now
 	if tokens < b.capacity {
@@ -64,18 +63,18 @@ func (b TokenBucket) Forecast(s *TokenBucketState, now, cost int64) sluice.Forec
 }
 
 // Refund puts cost tokens back at now, never past capacity.
-func (b TokenBucket) Refund(s *TokenBucketState, now, cost int64) {
+func (b *TokenBucket) Refund(s TokenBucketState, now, cost int64) TokenBucketState {
 	if s.Last == 0 {
-		return
+		return s
 	}
-	*s = TokenBucketState{Tokens: min(b.tokens(s, float64(now))+float64(cost), b.capacity), Last: max(now, s.Last)}
+	return TokenBucketState{Tokens: min(b.tokens(s, float64(now))+float64(cost), b.capacity), Last: max(now, s.Last)}
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant: the
 // bucket has refilled to capacity.
-func (b TokenBucket) Idle(s *TokenBucketState, now int64) bool {
+func (b *TokenBucket) Idle(s TokenBucketState, now int64) bool {
 	return s.Last == 0 || b.tokens(s, float64(now)) >= b.capacity
 }
 
 // Clone copies a state.
-func (b TokenBucket) Clone(s *TokenBucketState) TokenBucketState { return *s }
+func (b *TokenBucket) Clone(s TokenBucketState) TokenBucketState { return s }

@@ -1,16 +1,114 @@
 package memory
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// processClock reads the wall clock once and advances it with the monotonic clock: epoch
-// milliseconds that never run backwards, whatever happens to the wall clock.
-func processClock() func() int64 {
+// clock serves epoch milliseconds for the store's decisions. Reading the OS clock costs about as
+// much as a whole check, and decisions only need milliseconds, so while checks are flowing a ticker
+// refreshes a cached reading every millisecond and a check just loads it. After a second with no
+// reader the ticker stops, and the next read takes the OS clock itself and starts it again: an idle
+// store costs nothing.
+//
+// The wall clock is read once, at start; time then advances with the monotonic clock, so readings
+// never run backwards, whatever happens to the wall clock.
+type clock struct {
+	ms      atomic.Int64 // the latest reading
+	ticking atomic.Bool  // the ticker is refreshing ms
+	read    atomic.Bool  // ms was read since the last tick
+
+	start time.Time
+	base  int64
+
+	mu     sync.Mutex // guards starting the ticker, closed and stop
+	closed bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// idleTicks is how many ticks without a reader stop the ticker.
+const idleTicks = 1000
+
+func newClock() *clock {
 	start := time.Now()
-	base := start.UnixMilli()
-	return func() int64 { return base + time.Since(start).Milliseconds() }
+	c := &clock{start: start, base: start.UnixMilli(), stop: make(chan struct{})}
+	c.ms.Store(c.base)
+	return c
+}
+
+func (c *clock) now() int64 {
+	if c.ticking.Load() {
+		if !c.read.Load() {
+			c.read.Store(true)
+		}
+		return c.ms.Load()
+	}
+	return c.wake()
+}
+
+// advance refreshes the reading, never backwards.
+func (c *clock) advance() int64 {
+	t := c.base + time.Since(c.start).Milliseconds()
+	for {
+		old := c.ms.Load()
+		if t <= old {
+			return old
+		}
+		if c.ms.CompareAndSwap(old, t) {
+			return t
+		}
+	}
+}
+
+// wake reads the OS clock and starts the ticker unless the clock is closed.
+func (c *clock) wake() int64 {
+	t := c.advance()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed && !c.ticking.Load() {
+		c.ticking.Store(true)
+		c.wg.Add(1)
+		go c.tick()
+	}
+	return t
+}
+
+func (c *clock) tick() {
+	defer c.wg.Done()
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for idle := 0; ; {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		c.advance()
+		if c.read.Swap(false) {
+			idle = 0
+			continue
+		}
+		if idle++; idle >= idleTicks {
+			c.mu.Lock()
+			c.ticking.Store(false)
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// close stops the ticker; later reads take the OS clock. It is idempotent.
+func (c *clock) close() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.ticking.Store(false)
+		close(c.stop)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
 }
 
 // monotonic holds a clock at the latest instant it has returned, so that a clock stepping back

@@ -22,15 +22,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
 )
 
 // Config configures a Store. The zero value is ready to use.
 type Config struct {
 	// Now returns the current instant in epoch milliseconds. Nil means the process clock: the wall
-	// clock read once at New, advanced by the monotonic clock, so it never runs backwards. A clock
-	// that does run backwards is held at the latest instant it returned.
+	// clock read once at New, advanced by the monotonic clock so that it never runs backwards, and
+	// cached for a millisecond at a time while checks flow (see the package doc). A clock given here
+	// that runs backwards is held at the latest instant it returned.
 	Now func() int64
 	// MaxKeys caps the keys held across all policies; 0 means no cap. At the cap a new key evicts
 	// another key of the same shard (the cap may be passed by at most one key per shard when a shard
@@ -45,13 +48,23 @@ type Config struct {
 // sweep; the zero Store is not usable, call New.
 type Store struct {
 	now   func() int64
+	clock *clock // the process clock, nil when Config.Now is set
 	seed  maphash.Seed
 	max   int64
-	parts atomic.Pointer[map[*sluice.Policy]*policyParts]
+	// bindings maps each policy pointer seen to the state of its definition; it is replaced whole
+	// under mu.
+	bindings atomic.Pointer[map[*sluice.Policy]*binding]
+	// recent caches bindings by the policy's address: a hit costs two loads where the map costs a
+	// hash, and checks ask for the same few policies over and over.
+	recent [64]atomic.Pointer[binding]
 
-	mu sync.Mutex // guards adding policies to parts
+	mu   sync.Mutex               // guards defs and replacing bindings
+	defs map[string][]*definition // by policy name, oldest first
 
-	partIDs   atomic.Uint64 // numbers parts in creation order: the order multi-key steps lock in
+	partIDs atomic.Uint64 // numbers parts in creation order: the order multi-key steps lock in
+	// given is the latest instant a caller passed instead of the store's clock, 0 if none: the
+	// sweep must not judge keys idle at an instant later than the timeline callers decide at.
+	given     atomic.Int64
 	keys      atomic.Int64
 	evictions atomic.Uint64
 	closed    atomic.Bool
@@ -60,9 +73,16 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-type policyParts struct {
-	policy *sluice.Policy
+// definition is the state of one definition of a policy: one part per limit. Equal policies, such
+// as one policy reloaded from config, share a definition.
+type definition struct {
+	policy *sluice.Policy // the first policy seen with this definition
 	parts  []part
+}
+
+type binding struct {
+	policy *sluice.Policy
+	def    *definition
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -76,11 +96,13 @@ func New(cfg Config) *Store {
 		done: make(chan struct{}),
 	}
 	if cfg.Now == nil {
-		s.now = processClock()
+		s.clock = newClock()
+		s.now = s.clock.now
 	} else {
 		s.now = monotonic(cfg.Now)
 	}
-	s.parts.Store(&map[*sluice.Policy]*policyParts{})
+	s.bindings.Store(&map[*sluice.Policy]*binding{})
+	s.defs = map[string][]*definition{}
 	every := cfg.SweepInterval
 	if every == 0 {
 		every = 10 * time.Second
@@ -99,6 +121,9 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		close(s.stop)
 		<-s.done
+		if s.clock != nil {
+			s.clock.close()
+		}
 	})
 	return nil
 }
@@ -109,14 +134,67 @@ func (s *Store) Len() int { return int(s.keys.Load()) }
 // Evictions counts the keys evicted by the MaxKeys cap.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
-// Sweep drops every idle key now. The background sweep calls it; tests and tools may too.
+// Sweep drops every idle key now, and the state of policy definitions that were replaced and hold
+// no key anymore. The background sweep calls it; tests and tools may too. When callers pass their
+// own instants (replay), "now" is the earlier of the store's clock and the latest instant passed,
+// since a key idle then is idle at every later instant.
 func (s *Store) Sweep() {
 	now := s.now()
-	for _, pp := range *s.parts.Load() {
-		for _, p := range pp.parts {
+	if g := s.given.Load(); g != 0 {
+		now = min(now, g)
+	}
+	s.mu.Lock()
+	defs := make([]*definition, 0, len(s.defs))
+	for _, ds := range s.defs {
+		defs = append(defs, ds...)
+	}
+	s.mu.Unlock()
+	for _, d := range defs {
+		for _, p := range d.parts {
 			p.sweep(now)
 		}
 	}
+	s.dropEmptyDefinitions()
+}
+
+// dropEmptyDefinitions forgets the definitions that are not the newest of their name and hold no
+// key: a policy changed by a reload leaves its old definition behind until its keys are idle.
+func (s *Store) dropEmptyDefinitions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dropped := map[*definition]bool{}
+	for name, ds := range s.defs {
+		keep := ds[:0]
+		for i, d := range ds {
+			if i < len(ds)-1 && d.len() == 0 {
+				dropped[d] = true
+				continue
+			}
+			keep = append(keep, d)
+		}
+		s.defs[name] = keep
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	next := map[*sluice.Policy]*binding{}
+	for p, b := range *s.bindings.Load() {
+		if !dropped[b.def] {
+			next[p] = b
+		}
+	}
+	s.bindings.Store(&next)
+	for i := range s.recent {
+		s.recent[i].Store(nil)
+	}
+}
+
+func (d *definition) len() int {
+	n := 0
+	for _, p := range d.parts {
+		n += p.len()
+	}
+	return n
 }
 
 func (s *Store) sweepEvery(every time.Duration) {
@@ -135,44 +213,51 @@ func (s *Store) sweepEvery(every time.Duration) {
 
 func (s *Store) full() bool { return s.max > 0 && s.keys.Load() >= s.max }
 
-// partsOf returns the keyspaces of p, creating them on first use. A policy Equal to one seen
-// before, such as the same policy reloaded from config, shares its state; a changed policy of the
-// same name starts afresh and the old state is dropped.
-func (s *Store) partsOf(p *sluice.Policy) *policyParts {
-	if pp, ok := (*s.parts.Load())[p]; ok {
-		return pp
+// partsOf returns the parts of p, creating them on first use. Policies Equal to each other share
+// their parts, so a policy reloaded from config keeps its keys' state; a changed policy starts
+// afresh, and the old definition's state stays for checks still holding the old policy until its
+// keys are idle.
+func (s *Store) partsOf(p *sluice.Policy) []part {
+	c := &s.recent[uintptr(unsafe.Pointer(p))>>4%uintptr(len(s.recent))]
+	if b := c.Load(); b != nil && b.policy == p {
+		return b.def.parts
 	}
+	b, ok := (*s.bindings.Load())[p]
+	if !ok {
+		b = s.bind(p)
+	}
+	c.Store(b)
+	return b.def.parts
+}
+
+func (s *Store) bind(p *sluice.Policy) *binding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := *s.parts.Load()
-	if pp, ok := cur[p]; ok {
-		return pp
+	cur := *s.bindings.Load()
+	if b, ok := cur[p]; ok {
+		return b
 	}
-	next := make(map[*sluice.Policy]*policyParts, len(cur)+1)
-	var pp *policyParts
-	for q, qp := range cur {
-		if q.Name() == p.Name() {
-			if q.Equal(p) {
-				pp = &policyParts{policy: p, parts: qp.parts}
-				next[q] = qp
-			} else {
-				for _, part := range qp.parts {
-					s.keys.Add(-int64(part.len()))
-				}
-			}
-			continue
+	var def *definition
+	for _, d := range s.defs[p.Name()] {
+		if d.policy.Equal(p) {
+			def = d
 		}
-		next[q] = qp
 	}
-	if pp == nil {
-		pp = &policyParts{policy: p}
+	if def == nil {
+		def = &definition{policy: p}
 		for _, l := range p.Limits() {
-			pp.parts = append(pp.parts, newPart(l.Strategy, s))
+			def.parts = append(def.parts, newPart(l.Strategy, s))
 		}
+		s.defs[p.Name()] = append(s.defs[p.Name()], def)
 	}
-	next[p] = pp
-	s.parts.Store(&next)
-	return pp
+	b := &binding{policy: p, def: def}
+	next := make(map[*sluice.Policy]*binding, len(cur)+1)
+	for q, qb := range cur {
+		next[q] = qb
+	}
+	next[p] = b
+	s.bindings.Store(&next)
+	return b
 }
 
 func (s *Store) begin(now int64) (int64, error) {
@@ -180,7 +265,10 @@ func (s *Store) begin(now int64) (int64, error) {
 		return 0, sluice.ErrClosed
 	}
 	if now == 0 {
-		now = s.now()
+		return s.now(), nil
+	}
+	if l := s.given.Load(); l == 0 || now > l {
+		s.given.CompareAndSwap(l, now) // losing a race here only makes the sweep keep more
 	}
 	return now, nil
 }
@@ -191,18 +279,33 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	pp := s.partsOf(p)
+	parts := s.partsOf(p)
 	h := maphash.String(s.seed, key)
-	if len(pp.parts) == 1 {
-		return pp.parts[0].check(h, key, now, cost), nil
+	if len(parts) == 1 {
+		return checkOne(parts[0], h, key, now, cost), nil
 	}
-	steps := make([]step, len(pp.parts))
-	for i, part := range pp.parts {
+	steps := make([]step, len(parts))
+	for i, part := range parts {
 		steps[i] = step{part: part, h: h, key: key, cost: p.Cost(i, cost)}
 	}
 	out := make([]sluice.Decision, len(steps))
 	atomically(now, steps, out)
 	return sluice.Combine(out), nil
+}
+
+// checkOne checks a single part. Naming the strategies whose state is inline lets the compiler
+// call their check directly instead of through the interface and a generic wrapper: a fifth of a
+// hot-key check.
+func checkOne(p part, h uint64, key string, now, cost int64) sluice.Decision {
+	switch sp := p.(type) {
+	case *space[algo.GCRAState]:
+		return sp.check(h, key, now, cost)
+	case *space[algo.TokenBucketState]:
+		return sp.check(h, key, now, cost)
+	case *space[algo.FixedWindowState]:
+		return sp.check(h, key, now, cost)
+	}
+	return p.check(h, key, now, cost)
 }
 
 // CheckMany implements sluice.Store.
@@ -230,7 +333,7 @@ func (s *Store) CheckAll(_ context.Context, now int64, ops []sluice.Op, out []sl
 	for i, op := range ops {
 		first[i] = len(steps)
 		h := maphash.String(s.seed, op.Key)
-		for j, part := range s.partsOf(op.Policy).parts {
+		for j, part := range s.partsOf(op.Policy) {
 			steps = append(steps, step{part: part, h: h, key: op.Key, cost: op.Policy.Cost(j, op.Cost)})
 		}
 	}
@@ -253,13 +356,13 @@ func (s *Store) Peek(_ context.Context, now int64, p *sluice.Policy, key string)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	pp := s.partsOf(p)
+	parts := s.partsOf(p)
 	h := maphash.String(s.seed, key)
-	if len(pp.parts) == 1 {
-		return pp.parts[0].peek(h, key, now), nil
+	if len(parts) == 1 {
+		return parts[0].peek(h, key, now), nil
 	}
-	out := make([]sluice.Decision, len(pp.parts))
-	for i, part := range pp.parts {
+	out := make([]sluice.Decision, len(parts))
+	for i, part := range parts {
 		out[i] = part.peek(h, key, now)
 	}
 	return sluice.Combine(out), nil
@@ -274,7 +377,7 @@ func (s *Store) Forecast(_ context.Context, now int64, p *sluice.Policy, key str
 	}
 	h := maphash.String(s.seed, key)
 	var out sluice.Forecast
-	for i, part := range s.partsOf(p).parts {
+	for i, part := range s.partsOf(p) {
 		f := part.forecast(h, key, now, p.Cost(i, cost))
 		if i == 0 || f.SpendableNow < out.SpendableNow {
 			out.SpendableNow, out.NextReplenishAt = f.SpendableNow, f.NextReplenishAt
@@ -291,7 +394,7 @@ func (s *Store) Refund(_ context.Context, now int64, p *sluice.Policy, key strin
 		return err
 	}
 	h := maphash.String(s.seed, key)
-	for i, part := range s.partsOf(p).parts {
+	for i, part := range s.partsOf(p) {
 		if p.Limits()[i].Unit == sluice.UnitCost {
 			part.refund(h, key, now, cost)
 		}
@@ -305,7 +408,7 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 		return err
 	}
 	h := maphash.String(s.seed, key)
-	for _, part := range s.partsOf(p).parts {
+	for _, part := range s.partsOf(p) {
 		part.reset(h, key)
 	}
 	return nil

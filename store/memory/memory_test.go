@@ -2,7 +2,6 @@ package memory_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -27,11 +26,7 @@ func TestConformance(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := conformance.Parse(data)
+			f, err := conformance.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}

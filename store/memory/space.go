@@ -8,12 +8,12 @@ import (
 // algorithm is the decision logic of one strategy over its state type S; package algo implements it
 // for every strategy.
 type algorithm[S any] interface {
-	Check(s *S, now, cost int64) sluice.Decision
-	Peek(s *S, now int64) sluice.Decision
-	Forecast(s *S, now, cost int64) sluice.Forecast
-	Refund(s *S, now, cost int64)
-	Idle(s *S, now int64) bool
-	Clone(s *S) S
+	Check(s S, now, cost int64) (S, sluice.Decision)
+	Peek(s S, now int64) sluice.Decision
+	Forecast(s S, now, cost int64) sluice.Forecast
+	Refund(s S, now, cost int64) S
+	Idle(s S, now int64) bool
+	Clone(s S) S
 }
 
 // numShards splits each keyspace so that inserts, sweeps and rebuilds of one shard leave the others
@@ -73,7 +73,7 @@ type space[S any] struct {
 func newSpace[S any](alg algorithm[S], st *Store) *space[S] {
 	sp := &space[S]{alg: alg, store: st, ident: st.partIDs.Add(1)}
 	for i := range sp.shards {
-		sp.shards[i].rebuild(0)
+		sp.shards[i].init()
 	}
 	return sp
 }
@@ -83,44 +83,61 @@ func (sp *space[S]) id() uint64 { return sp.ident }
 func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
 
 func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Decision {
-	s := sp.shard(h).acquire(h, key, true, sp.store)
-	d := sp.alg.Check(&s.state, now, cost)
-	s.unlock()
-	return d
-}
-
-// view runs f, which must not change the state, on key's state or on a fresh one if key is absent.
-func (sp *space[S]) view(h uint64, key string, f func(*S)) {
-	if s := sp.shard(h).acquire(h, key, false, sp.store); s != nil {
-		f(&s.state)
-		s.unlock()
-		return
+	t := sp.shard(h)
+	if t.word {
+		// One compare-and-swap, retried if another check changed the state first.
+		if s, _ := t.arr.Load().find(h, key); s != nil {
+			for i := 0; ; i++ {
+				old, ok := t.read(s)
+				if !ok {
+					if !s.isLive() {
+						break // moved or deleted: look again below
+					}
+					spin(i)
+					continue
+				}
+				next, d := sp.alg.Check(old, now, cost)
+				if t.swap(s, old, next) {
+					return d
+				}
+			}
+		}
 	}
-	var fresh S
-	f(&fresh)
-}
-
-func (sp *space[S]) peek(h uint64, key string, now int64) (d sluice.Decision) {
-	sp.view(h, key, func(s *S) { d = sp.alg.Peek(s, now) })
+	s, v := t.get(h, key, true, sp.store)
+	v, d := sp.alg.Check(v, now, cost)
+	t.unlock(s, v)
 	return d
 }
 
-func (sp *space[S]) forecast(h uint64, key string, now, cost int64) (f sluice.Forecast) {
-	sp.view(h, key, func(s *S) { f = sp.alg.Forecast(s, now, cost) })
-	return f
+// view returns key's state, or a fresh one if key is absent, without changing anything.
+func (sp *space[S]) view(h uint64, key string) S {
+	t := sp.shard(h)
+	s, v := t.get(h, key, false, sp.store)
+	if s != nil {
+		t.unlock(s, v)
+	}
+	return v
+}
+
+func (sp *space[S]) peek(h uint64, key string, now int64) sluice.Decision {
+	return sp.alg.Peek(sp.view(h, key), now)
+}
+
+func (sp *space[S]) forecast(h uint64, key string, now, cost int64) sluice.Forecast {
+	return sp.alg.Forecast(sp.view(h, key), now, cost)
 }
 
 func (sp *space[S]) refund(h uint64, key string, now, cost int64) {
-	if s := sp.shard(h).acquire(h, key, false, sp.store); s != nil {
-		sp.alg.Refund(&s.state, now, cost)
-		s.unlock()
+	t := sp.shard(h)
+	if s, v := t.get(h, key, false, sp.store); s != nil {
+		t.unlock(s, sp.alg.Refund(v, now, cost))
 	}
 }
 
 func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key, sp.store) }
 
 func (sp *space[S]) sweep(now int64) {
-	idle := func(s *S) bool { return sp.alg.Idle(s, now) }
+	idle := func(s S) bool { return sp.alg.Idle(s, now) }
 	for i := range sp.shards {
 		sp.shards[i].sweep(idle, sp.store)
 	}
@@ -137,32 +154,41 @@ func (sp *space[S]) len() int {
 func (sp *space[S]) hold(h uint64, key string) (held, bool) {
 	t := sp.shard(h)
 	s, retry := t.arr.Load().find(h, key)
-	if retry {
+	var v S
+	switch {
+	case retry:
 		return nil, false
-	}
-	if s == nil {
+	case s == nil:
 		if s = t.tryInsert(h, key, sp.store); s == nil {
 			return nil, false
 		}
-	} else if !s.lock() {
-		return nil, false
+	default:
+		var ok bool
+		if v, ok = t.lock(s); !ok {
+			return nil, false
+		}
 	}
-	return &heldSlot[S]{sp: sp, s: s, saved: sp.alg.Clone(&s.state)}, true
+	return &heldSlot[S]{sp: sp, t: t, s: s, v: v, saved: sp.alg.Clone(v)}, true
 }
 
 func (sp *space[S]) prepare(h uint64, key string) {
-	sp.shard(h).acquire(h, key, true, sp.store).unlock()
+	t := sp.shard(h)
+	s, v := t.get(h, key, true, sp.store)
+	t.unlock(s, v)
 }
 
+// heldSlot is a slot locked by a multi-key step: v is its state as the step goes, saved as it was.
 type heldSlot[S any] struct {
-	sp    *space[S]
-	s     *slot[S]
-	saved S
+	sp       *space[S]
+	t        *table[S]
+	s        *slot[S]
+	v, saved S
 }
 
-func (hs *heldSlot[S]) check(now, cost int64) sluice.Decision {
-	return hs.sp.alg.Check(&hs.s.state, now, cost)
+func (hs *heldSlot[S]) check(now, cost int64) (d sluice.Decision) {
+	hs.v, d = hs.sp.alg.Check(hs.v, now, cost)
+	return d
 }
 
-func (hs *heldSlot[S]) restore() { hs.s.state = hs.saved }
-func (hs *heldSlot[S]) unlock()  { hs.s.unlock() }
+func (hs *heldSlot[S]) restore() { hs.v = hs.saved }
+func (hs *heldSlot[S]) unlock()  { hs.t.unlock(hs.s, hs.v) }

@@ -10,17 +10,23 @@ import (
 // A table is one shard of a keyspace: an open-addressing hash table with linear probing whose slots
 // hold the key and its state inline, so a key costs one slot and no allocation of its own.
 //
-// Lookups take no lock. Each slot carries its own lock bit in its meta word; a check locks only its
-// key's slot, so checks on different keys never contend and a hot key costs one compare-and-swap.
-// The mutex is taken only to insert a key, to delete one and to rebuild the slot array.
+// Lookups take no lock, and each slot is locked on its own, so checks on different keys never
+// contend. The mutex is taken only to insert a key, to delete one and to rebuild the slot array.
+//
+// A slot is locked in one of two ways. A state of one 64-bit word (GCRA's) is its own lock: a check
+// reads it, decides, and swaps in the new state with one compare-and-swap, retrying if another check
+// came first; everything else that needs the slot to itself (a rebuild, a sweep, a multi-key step)
+// freezes the word, replacing it with a value no state ever has. A larger state is guarded by the
+// lock bit of the slot's meta word.
 //
 // The meta word of a slot is, from the low bits: 2 bits of kind (empty, live, dead, moved), the lock
 // bit, 11 bits of key length and 50 bits of the key's hash. A slot's key never changes once the slot
-// is live; a deleted slot stays dead until the array is rebuilt, so a lookup never sees a slot change
-// keys under it. Rebuilding locks each live slot in turn, copies it to the new array and marks it
-// moved; a lookup that meets a moved slot waits for the rebuild to finish and starts over.
+// is live; a deleted slot stays dead (and locked) until the array is rebuilt, so a lookup never sees
+// a slot change keys under it. A rebuild locks each live slot in turn, copies it to the new array and
+// marks it moved; whoever meets a moved slot waits for the rebuild to finish and starts over.
 type table[S any] struct {
-	arr atomic.Pointer[array[S]]
+	arr  atomic.Pointer[array[S]]
+	word bool // S is one 64-bit word
 
 	mu   sync.Mutex // guards inserts, deletes, rebuilds, and live, dead and cursor
 	live int        // live slots
@@ -49,13 +55,21 @@ const (
 	lenMask  = 1<<11 - 1
 	tagShift = 14
 
+	// frozen is a locked word state: a NaN that no decision ever computes.
+	frozen = 0x7ff8_dead_beef_0001
+
 	minSlots = 8
 	// A table is rebuilt when live and dead slots pass maxLoad of it, to a size that puts the live
 	// ones at newLoad: it grows by 1.25 at a time, so slots stay 70 to 87.5% full, which keeps a
-	// small state at about 40 bytes a key with the map's overhead included.
+	// two-word state at about 40 bytes a key, the table's overhead included.
 	maxLoad = 0.875
 	newLoad = 0.7
 )
+
+func (t *table[S]) init() {
+	t.word = unsafe.Sizeof(*new(S)) == 8
+	t.rebuild(0)
+}
 
 func metaOf(h uint64, keyLen int) uint64 {
 	return h>>tagShift<<tagShift | uint64(keyLen)<<lenShift | live
@@ -65,10 +79,9 @@ func (s *slot[S]) keyIs(key string) bool {
 	return unsafe.String((*byte)(s.key), len(key)) == key
 }
 
-// keyString returns the slot's key; m is its meta word.
-func (s *slot[S]) keyString(m uint64) string {
-	return unsafe.String((*byte)(s.key), int(m>>lenShift&lenMask))
-}
+func (s *slot[S]) word() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&s.state)) }
+
+func (s *slot[S]) isLive() bool { return s.meta.Load()&kindMask == live }
 
 // start is where h's probe begins: from the top 32 bits of the hash, which the meta word keeps, so
 // a rebuild can place a slot again without the key's hash.
@@ -100,36 +113,63 @@ func (a *array[S]) find(h uint64, key string) (s *slot[S], retry bool) {
 	}
 }
 
-// lock takes the slot's lock. It fails if the slot is no longer live (deleted or moved).
-func (s *slot[S]) lock() bool {
-	for spins := 0; ; spins++ {
-		m := s.meta.Load()
-		if m&kindMask != live {
-			return false
-		}
-		if m&locked == 0 && s.meta.CompareAndSwap(m, m|locked) {
-			return true
-		}
-		if spins > 16 {
-			runtime.Gosched()
-		}
+// spin waits a little before the i-th retry of a contended slot, yielding the processor now and
+// then in case the holder was descheduled.
+func spin(i int) {
+	if i&63 == 63 {
+		runtime.Gosched()
 	}
 }
 
-// tryLock takes the slot's lock if the slot is live and unlocked.
-func (s *slot[S]) tryLock() (uint64, bool) {
+// tryLock locks s and returns its state, or fails at once if s is locked or no longer live.
+func (t *table[S]) tryLock(s *slot[S]) (v S, ok bool) {
+	if t.word {
+		w := s.word().Load()
+		if w == frozen || !s.word().CompareAndSwap(w, frozen) {
+			return v, false
+		}
+		return *(*S)(unsafe.Pointer(&w)), true
+	}
 	m := s.meta.Load()
-	return m, m&kindMask == live && m&locked == 0 && s.meta.CompareAndSwap(m, m|locked)
+	if m&kindMask != live || m&locked != 0 || !s.meta.CompareAndSwap(m, m|locked) {
+		return v, false
+	}
+	return s.state, true
 }
 
-func (s *slot[S]) unlock() {
+// lock locks s and returns its state, waiting while another holds it. It fails if s is no longer
+// live.
+func (t *table[S]) lock(s *slot[S]) (v S, ok bool) {
+	for i := 0; ; i++ {
+		if v, ok = t.tryLock(s); ok || !s.isLive() {
+			return v, ok
+		}
+		spin(i)
+	}
+}
+
+// unlock stores v as the state of the locked slot s and releases it.
+func (t *table[S]) unlock(s *slot[S], v S) {
+	if t.word {
+		s.word().Store(*(*uint64)(unsafe.Pointer(&v)))
+		return
+	}
+	s.state = v
 	s.meta.Store(s.meta.Load() &^ locked)
 }
 
-// acquire returns key's slot, locked, or nil if key is absent and create is false. A created slot
-// holds the zero state: a fresh key. full is asked, under the mutex, before a key is created; it
-// reports whether the store is at its cap, in which case acquire evicts a key of this table first.
-func (t *table[S]) acquire(h uint64, key string, create bool, st *Store) *slot[S] {
+// retire turns the locked slot s dead or moved; it stays locked for good.
+func (t *table[S]) retire(s *slot[S], kind uint64) {
+	if !t.word {
+		var zero S
+		s.state = zero // let go of what the state refers to
+	}
+	s.meta.Store(s.meta.Load()&^kindMask | kind)
+}
+
+// get returns key's slot locked, with its state; nil if key is absent and create is false. A created
+// key holds the zero state: a fresh key.
+func (t *table[S]) get(h uint64, key string, create bool, st *Store) (*slot[S], S) {
 	for {
 		s, retry := t.arr.Load().find(h, key)
 		switch {
@@ -137,20 +177,34 @@ func (t *table[S]) acquire(h uint64, key string, create bool, st *Store) *slot[S
 			t.mu.Lock() // a rebuild holds the mutex until the new array is in place
 			t.mu.Unlock()
 		case s != nil:
-			if s.lock() {
-				return s
+			if v, ok := t.lock(s); ok {
+				return s, v
 			}
 		case !create:
-			return nil
+			var zero S
+			return nil, zero
 		default:
 			if s := t.insert(h, key, st); s != nil {
-				return s
+				var zero S
+				return s, zero
 			}
 		}
 	}
 }
 
-// insert adds key locked, or returns nil if a concurrent insert won the race; the caller looks again.
+// read returns the word state of s, or false while s is locked (frozen).
+func (t *table[S]) read(s *slot[S]) (S, bool) {
+	w := s.word().Load()
+	return *(*S)(unsafe.Pointer(&w)), w != frozen
+}
+
+// swap replaces the word state old of s with next, unless another check changed it first.
+func (t *table[S]) swap(s *slot[S], old, next S) bool {
+	o, n := *(*uint64)(unsafe.Pointer(&old)), *(*uint64)(unsafe.Pointer(&next))
+	return o == n || s.word().CompareAndSwap(o, n)
+}
+
+// insert adds key, locked, or returns nil if a concurrent insert won the race; the caller looks again.
 func (t *table[S]) insert(h uint64, key string, st *Store) *slot[S] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -185,6 +239,22 @@ func (t *table[S]) place(a *array[S], h uint64, key string, st *Store) *slot[S] 
 	if st.full() {
 		t.evict(st)
 	}
+	s := a.empty(h)
+	s.key = unsafe.Pointer(unsafe.StringData(cloneKey(key)))
+	m := metaOf(h, len(key))
+	if t.word {
+		s.word().Store(frozen)
+	} else {
+		m |= locked
+	}
+	s.meta.Store(m)
+	t.live++
+	st.keys.Add(1)
+	return s
+}
+
+// empty returns the first empty slot of h's probe sequence.
+func (a *array[S]) empty(h uint64) *slot[S] {
 	n := len(a.slots)
 	i := a.start(h)
 	for a.slots[i].meta.Load()&kindMask != empty {
@@ -192,12 +262,7 @@ func (t *table[S]) place(a *array[S], h uint64, key string, st *Store) *slot[S] 
 			i = 0
 		}
 	}
-	s := &a.slots[i]
-	s.key = unsafe.Pointer(unsafe.StringData(cloneKey(key)))
-	s.meta.Store(metaOf(h, len(key)) | locked)
-	t.live++
-	st.keys.Add(1)
-	return s
+	return &a.slots[i]
 }
 
 func cloneKey(key string) string {
@@ -209,25 +274,19 @@ func cloneKey(key string) string {
 // rebuild copies the live slots into a new array sized for want live keys and publishes it. The
 // caller holds the mutex.
 func (t *table[S]) rebuild(want int) *array[S] {
-	size := max(int(float64(want)/newLoad)+1, minSlots)
-	next := &array[S]{slots: make([]slot[S], size)}
+	next := &array[S]{slots: make([]slot[S], max(int(float64(want)/newLoad)+1, minSlots))}
 	if old := t.arr.Load(); old != nil {
 		for i := range old.slots {
 			s := &old.slots[i]
-			if s.meta.Load()&kindMask != live || !s.lock() {
+			v, ok := t.lock(s)
+			if !ok {
 				continue
 			}
 			m := s.meta.Load() &^ locked
-			j := next.start(m)
-			for next.slots[j].meta.Load() != empty {
-				if j++; j == size {
-					j = 0
-				}
-			}
-			d := &next.slots[j]
-			d.key, d.state = s.key, s.state
+			d := next.empty(m)
+			d.key, d.state = s.key, v
 			d.meta.Store(m)
-			s.meta.Store(m&^kindMask | moved)
+			t.retire(s, moved)
 		}
 	}
 	t.arr.Store(next)
@@ -235,11 +294,9 @@ func (t *table[S]) rebuild(want int) *array[S] {
 	return next
 }
 
-// remove marks a locked slot dead. The caller holds the mutex.
+// remove deletes the locked slot s. The caller holds the mutex.
 func (t *table[S]) remove(s *slot[S], st *Store) {
-	var zero S
-	s.state = zero
-	s.meta.Store(s.meta.Load()&^(kindMask|locked) | dead)
+	t.retire(s, dead)
 	t.live--
 	t.dead++
 	st.keys.Add(-1)
@@ -247,19 +304,22 @@ func (t *table[S]) remove(s *slot[S], st *Store) {
 
 // sweep deletes the keys for which idle is true, and shrinks the array when it has become mostly
 // empty. Slots locked by a check are skipped: they are in use.
-func (t *table[S]) sweep(idle func(*S) bool, st *Store) {
+func (t *table[S]) sweep(idle func(S) bool, st *Store) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.arr.Load()
 	for i := range a.slots {
 		s := &a.slots[i]
-		if _, ok := s.tryLock(); !ok {
+		if !s.isLive() {
 			continue
 		}
-		if idle(&s.state) {
+		v, ok := t.tryLock(s)
+		switch {
+		case !ok:
+		case idle(v):
 			t.remove(s, st)
-		} else {
-			s.unlock()
+		default:
+			t.unlock(s, v)
 		}
 	}
 	if n := len(a.slots); n > minSlots && (t.dead > n/4 || float64(t.live) < newLoad/4*float64(n)) {
@@ -275,7 +335,10 @@ func (t *table[S]) evict(st *Store) {
 	for k := 0; k < n; k++ {
 		i := (t.cursor + k) % n
 		s := &a.slots[i]
-		if _, ok := s.tryLock(); ok {
+		if !s.isLive() {
+			continue
+		}
+		if _, ok := t.tryLock(s); ok {
 			t.remove(s, st)
 			t.cursor = (i + 1) % n
 			st.evictions.Add(1)
@@ -288,8 +351,10 @@ func (t *table[S]) evict(st *Store) {
 func (t *table[S]) reset(h uint64, key string, st *Store) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if s, _ := t.arr.Load().find(h, key); s != nil && s.lock() {
-		t.remove(s, st)
+	if s, _ := t.arr.Load().find(h, key); s != nil {
+		if _, ok := t.lock(s); ok {
+			t.remove(s, st)
+		}
 	}
 }
 
