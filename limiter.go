@@ -232,18 +232,19 @@ func (l *Limiter) entry(policy string) (*entry, error) {
 	return e, nil
 }
 
+// lookup resolves policy and validates key and cost, the work every check starts with.
 func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
-	e, err := l.entry(policy)
-	if err != nil {
-		return nil, err
+	e, ok := (*l.reg.Load())[policy]
+	if ok && cost >= 1 && cost <= e.policy.maxCost && key != "" && len(key) <= MaxKeyLen {
+		return e, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, policy)
 	}
 	if err := checkCost(e.policy, cost); err != nil {
 		return nil, err
 	}
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return nil, checkKey(key)
 }
 
 func (e *entry) count(allowed bool) {

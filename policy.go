@@ -75,11 +75,27 @@ func (s SlidingWindow) Ceiling() float64    { return s.Limit }
 func (s SlidingWindowLog) Ceiling() float64 { return s.Limit }
 
 func (s GCRA) validate() *InvalidError {
-	return firstErr(positive("limit", s.Limit), atLeast("periodMs", s.PeriodMs, 1), atLeast("burst", s.Burst, 1))
+	if err := firstErr(positive("limit", s.Limit), atLeast("periodMs", s.PeriodMs, 1), atLeast("burst", s.Burst, 1)); err != nil {
+		return err
+	}
+	// The emission interval periodMs/limit must stay well above the float64 resolution of an epoch
+	// instant (about 0.0002 ms), or cells stop advancing the TAT; and a full burst must drain within
+	// 2^53 ms, or retry times overflow.
+	if t := s.PeriodMs / s.Limit; t < 0.001 || t*s.Burst > maxParam {
+		return invalid("limit", "periodMs/limit must be at least 0.001 ms and periodMs/limit*burst at most 2^53 ms, got %v ms", t)
+	}
+	return nil
 }
 
 func (s TokenBucket) validate() *InvalidError {
-	return firstErr(atLeast("capacity", s.Capacity, 1), positive("refillPerSec", s.RefillPerSec))
+	if err := firstErr(atLeast("capacity", s.Capacity, 1), positive("refillPerSec", s.RefillPerSec)); err != nil {
+		return err
+	}
+	// Refilling the whole bucket must take at most 2^53 ms, or retry times overflow.
+	if s.Capacity/(s.RefillPerSec/1000) > maxParam {
+		return invalid("refillPerSec", "refilling capacity must take at most 2^53 ms, got %v ms", s.Capacity/(s.RefillPerSec/1000))
+	}
+	return nil
 }
 
 func (s FixedWindow) validate() *InvalidError {
@@ -151,9 +167,11 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		return nil, invalid("limits", "a policy needs at least one limit")
 	}
 	p := &Policy{name: name, limits: slices.Clone(limits), maxCost: math.MaxInt64}
-	for i, l := range p.limits {
+	for i := range p.limits {
+		l := &p.limits[i]
+		l.Strategy = concrete(l.Strategy)
 		if l.Strategy == nil {
-			return nil, invalid(fmt.Sprintf("limits[%d].strategy", i), "is missing")
+			return nil, invalid(fmt.Sprintf("limits[%d].strategy", i), "must be one of GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingWindowLog")
 		}
 		if l.Unit > UnitRequest {
 			return nil, invalid(fmt.Sprintf("limits[%d].unit", i), "must be cost or request")
@@ -166,6 +184,36 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// concrete returns the strategy as one of the five value types, so that a policy keeps its own copy
+// of the parameters and every store can switch on the type; nil for anything else.
+func concrete(s Strategy) Strategy {
+	switch v := s.(type) {
+	case GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingWindowLog:
+		return v
+	case *GCRA:
+		if v != nil {
+			return *v
+		}
+	case *TokenBucket:
+		if v != nil {
+			return *v
+		}
+	case *FixedWindow:
+		if v != nil {
+			return *v
+		}
+	case *SlidingWindow:
+		if v != nil {
+			return *v
+		}
+	case *SlidingWindowLog:
+		if v != nil {
+			return *v
+		}
+	}
+	return nil
 }
 
 // MustPolicy is NewPolicy that panics on error, for policies fixed at compile time.

@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 
 	"github.com/sluicehq/sluice"
@@ -84,6 +86,9 @@ func Parse(data []byte) (*File, error) {
 	if raw.Format == nil || *raw.Format != Format {
 		return nil, formatErr("format must be %q", Format)
 	}
+	if len(raw.Cases) == 0 {
+		return nil, formatErr("cases must hold at least one case")
+	}
 	f := &File{Cases: make([]Case, 0, len(raw.Cases))}
 	for i, rc := range raw.Cases {
 		where := fmt.Sprintf("cases[%d]", i)
@@ -99,6 +104,9 @@ func Parse(data []byte) (*File, error) {
 			if rs.Key == nil || rs.Now == nil || rs.Cost == nil || rs.Expect == nil {
 				return nil, formatErr("%s.steps[%d] needs key, now, cost and expect", where, j)
 			}
+			if *rs.Key == "" || *rs.Cost < 1 {
+				return nil, formatErr("%s.steps[%d] needs a non-empty key and a cost of at least 1", where, j)
+			}
 			if *rs.Now <= 0 {
 				return nil, formatErr("%s.steps[%d].now must be positive epoch ms", where, j)
 			}
@@ -107,6 +115,28 @@ func Parse(data []byte) (*File, error) {
 		f.Cases = append(f.Cases, c)
 	}
 	return f, nil
+}
+
+// ReadFile reads and parses the vector file at path; errors name the path.
+func ReadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Steps counts the steps of every case.
+func (f *File) Steps() int {
+	n := 0
+	for _, c := range f.Cases {
+		n += len(c.Steps)
+	}
+	return n
 }
 
 // ParseStrategy reads a strategy object such as {"kind":"gcra","limit":3,"periodMs":1000,"burst":3}
@@ -130,47 +160,26 @@ func ParseStrategy(data []byte) (sluice.Strategy, error) {
 	var s sluice.Strategy
 	switch head.Kind {
 	case "gcra":
-		var v sluice.GCRA
-		err, s = strictDecode(rest, &v), &v
+		s = &sluice.GCRA{}
 	case "tokenBucket":
-		var v sluice.TokenBucket
-		err, s = strictDecode(rest, &v), &v
+		s = &sluice.TokenBucket{}
 	case "fixedWindow":
-		var v sluice.FixedWindow
-		err, s = strictDecode(rest, &v), &v
+		s = &sluice.FixedWindow{}
 	case "slidingWindow":
-		var v sluice.SlidingWindow
-		err, s = strictDecode(rest, &v), &v
+		s = &sluice.SlidingWindow{}
 	case "slidingWindowLog":
-		var v sluice.SlidingWindowLog
-		err, s = strictDecode(rest, &v), &v
+		s = &sluice.SlidingWindowLog{}
 	default:
 		return nil, fmt.Errorf("unknown kind %q", head.Kind)
 	}
+	if err := strictDecode(rest, s); err != nil {
+		return nil, err
+	}
+	p, err := sluice.NewPolicy("vector", sluice.Limit{Strategy: s})
 	if err != nil {
 		return nil, err
 	}
-	s = deref(s)
-	if _, err := sluice.NewPolicy("vector", sluice.Limit{Strategy: s}); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func deref(s sluice.Strategy) sluice.Strategy {
-	switch v := s.(type) {
-	case *sluice.GCRA:
-		return *v
-	case *sluice.TokenBucket:
-		return *v
-	case *sluice.FixedWindow:
-		return *v
-	case *sluice.SlidingWindow:
-		return *v
-	case *sluice.SlidingWindowLog:
-		return *v
-	}
-	return s
+	return p.Limits()[0].Strategy, nil
 }
 
 func strictDecode(data []byte, v any) error {
@@ -179,7 +188,7 @@ func strictDecode(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	if err := dec.Decode(new(json.RawMessage)); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
