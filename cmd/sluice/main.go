@@ -1,0 +1,153 @@
+// Command sluice is sluice's command-line tool.
+//
+//	sluice conformance --vectors FILE [--vectors FILE ...] [--store URL] [FILE ...]
+//	sluice version
+//	sluice help
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/conformance"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+const usage = `usage: sluice <command> [arguments]
+
+commands:
+  conformance  replay conformance vector files against a store
+  version      print the sluice and Go versions
+  help         print this help
+
+Run "sluice conformance -h" for its flags.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run executes the command line args and returns the exit code: 0 success, 1 a check failed,
+// 2 bad usage or an error that stopped the command.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	switch args[0] {
+	case "conformance":
+		return runConformance(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "sluice %s %s\n", moduleVersion(), runtime.Version())
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// fileList collects a repeatable string flag.
+type fileList []string
+
+func (l *fileList) String() string     { return strings.Join(*l, ",") }
+func (l *fileList) Set(v string) error { *l = append(*l, v); return nil }
+
+// vectorFile is a parsed vector file with the path it came from, for messages.
+type vectorFile struct {
+	path string
+	file *conformance.File
+}
+
+func runConformance(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice conformance", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: sluice conformance --vectors FILE [--vectors FILE ...] [--store URL] [FILE ...]\n\n")
+		fs.PrintDefaults()
+	}
+	var paths fileList
+	fs.Var(&paths, "vectors", "vector `FILE` to replay; repeatable, and files may also follow the flags")
+	storeURL := fs.String("store", "memory", "store `URL` to check against: "+supportedStores)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	paths = append(paths, fs.Args()...)
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "sluice conformance: no vector files; pass --vectors FILE")
+		return 2
+	}
+
+	// Parse every file before touching the store, so a bad file costs nothing.
+	files := make([]vectorFile, 0, len(paths))
+	for _, path := range paths {
+		f, err := conformance.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice conformance: %v\n", err)
+			return 2
+		}
+		files = append(files, vectorFile{path: path, file: f})
+	}
+
+	store, closer, err := openStore(*storeURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice conformance: %v\n", err)
+		return 2
+	}
+	defer closer.Close()
+
+	// Runs share policy names, so each file gets its own namespace, and the random run ID keeps a
+	// shared store's leftovers from earlier runs out.
+	runID := rand.Text()[:12]
+	var passed, failed int
+	for i, vf := range files {
+		ns := fmt.Sprintf("conformance:%s:%d:", runID, i)
+		res, err := conformance.Run(context.Background(), store, vf.file, ns)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice conformance: %s: %v\n", vf.path, err)
+			return 2
+		}
+		for _, f := range res.Failures {
+			fmt.Fprintf(stdout, "%s: %s\n", vf.path, f)
+		}
+		passed += res.Passed
+		failed += res.Failed
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+const supportedStores = "memory (or memory://)"
+
+// openStore opens the store that url names; the closer releases it. Shared stores plug in here.
+func openStore(url string) (sluice.Store, io.Closer, error) {
+	switch url {
+	case "memory", "memory://":
+		// No sweep: it judges idleness by the wall clock, while vectors replay instants long past,
+		// so it would drop keys mid-case.
+		s := memory.New(memory.Config{SweepInterval: -1})
+		return s, s, nil
+	}
+	return nil, nil, fmt.Errorf("unsupported store %q; supported: %s", url, supportedStores)
+}
