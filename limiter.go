@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Limiter is the front door: it holds named policies, validates every request, asks a Store for
@@ -18,13 +19,36 @@ type Limiter struct {
 	mu    sync.Mutex // serializes SetPolicies
 }
 
-// registry is an immutable snapshot of the policies, swapped whole on SetPolicies.
-type registry map[string]*entry
+// registry is a snapshot of the policies, swapped whole on SetPolicies.
+type registry struct {
+	byName map[string]*entry
+	// recent finds an entry without hashing its name when the caller passes the very string the
+	// policy was named with (a constant is one string however often it is written): slots are
+	// indexed by the address of the name's bytes, and a hit is two compares. A name built at run
+	// time never hits and is never stored.
+	recent [64]atomic.Pointer[entry]
+}
+
+func (r *registry) find(name string) (*entry, bool) {
+	c := &r.recent[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(r.recent))]
+	if e := c.Load(); e != nil && unsafe.StringData(e.policy.name) == unsafe.StringData(name) && len(e.policy.name) == len(name) {
+		return e, true
+	}
+	e, ok := r.byName[name]
+	if ok && unsafe.StringData(e.policy.name) == unsafe.StringData(name) {
+		c.Store(e)
+	}
+	return e, ok
+}
 
 type entry struct {
-	policy  *Policy
-	allowed atomic.Uint64
-	denied  atomic.Uint64
+	policy *Policy
+	// counts are striped so that checks of one policy on different keys do not all write one
+	// cache line: a check counts in the stripe of its key's address.
+	counts [8]struct {
+		allowed, denied atomic.Uint64
+		_               [112]byte // two cache lines apart: adjacent lines are fetched in pairs
+	}
 }
 
 // Stats counts a policy's decisions since it was added (kept across SetPolicies while the policy
@@ -50,29 +74,29 @@ func (l *Limiter) SetPolicies(policies ...*Policy) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.reg.Load()
-	next := make(registry, len(policies))
+	next := &registry{byName: make(map[string]*entry, len(policies))}
 	for _, p := range policies {
 		if p == nil {
 			return invalid("policies", "nil policy")
 		}
-		if _, dup := next[p.name]; dup {
+		if _, dup := next.byName[p.name]; dup {
 			return invalid("policies", "duplicate policy %q", p.name)
 		}
 		e := &entry{policy: p}
 		if old != nil {
-			if prev, ok := (*old)[p.name]; ok && prev.policy.Equal(p) {
+			if prev, ok := old.byName[p.name]; ok && prev.policy.Equal(p) {
 				e = prev
 			}
 		}
-		next[p.name] = e
+		next.byName[p.name] = e
 	}
-	l.reg.Store(&next)
+	l.reg.Store(next)
 	return nil
 }
 
 // Policy returns the policy named name.
 func (l *Limiter) Policy(name string) (*Policy, bool) {
-	e, ok := (*l.reg.Load())[name]
+	e, ok := l.reg.Load().byName[name]
 	if !ok {
 		return nil, false
 	}
@@ -81,7 +105,7 @@ func (l *Limiter) Policy(name string) (*Policy, bool) {
 
 // Policies returns the policies held, in no particular order.
 func (l *Limiter) Policies() []*Policy {
-	reg := *l.reg.Load()
+	reg := l.reg.Load().byName
 	out := make([]*Policy, 0, len(reg))
 	for _, e := range reg {
 		out = append(out, e.policy)
@@ -91,11 +115,16 @@ func (l *Limiter) Policies() []*Policy {
 
 // Stats returns the decision counts of the policy named name.
 func (l *Limiter) Stats(name string) (Stats, bool) {
-	e, ok := (*l.reg.Load())[name]
+	e, ok := l.reg.Load().byName[name]
 	if !ok {
 		return Stats{}, false
 	}
-	return Stats{Allowed: e.allowed.Load(), Denied: e.denied.Load()}, true
+	var st Stats
+	for i := range e.counts {
+		st.Allowed += e.counts[i].allowed.Load()
+		st.Denied += e.counts[i].denied.Load()
+	}
+	return st, true
 }
 
 // Check consumes cost for key under the named policy, from all of its limits or from none.
@@ -108,7 +137,7 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 	if err != nil {
 		return Decision{}, err
 	}
-	e.count(d.Allowed)
+	e.count(key, d.Allowed)
 	return d, nil
 }
 
@@ -132,8 +161,8 @@ func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, c
 	if err := l.store.CheckMany(ctx, NowFrom(ctx), e.policy, keys, cost, out); err != nil {
 		return nil, err
 	}
-	for _, d := range out {
-		e.count(d.Allowed)
+	for i, d := range out {
+		e.count(keys[i], d.Allowed)
 	}
 	return out, nil
 }
@@ -173,8 +202,8 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 		return Decision{}, err
 	}
 	d := Combine(out)
-	for _, e := range entries {
-		e.count(d.Allowed)
+	for i, e := range entries {
+		e.count(items[i].Key, d.Allowed)
 	}
 	return d, nil
 }
@@ -225,7 +254,7 @@ func (l *Limiter) Reset(ctx context.Context, policy, key string) error {
 }
 
 func (l *Limiter) entry(policy string) (*entry, error) {
-	e, ok := (*l.reg.Load())[policy]
+	e, ok := l.reg.Load().find(policy)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, policy)
 	}
@@ -234,7 +263,7 @@ func (l *Limiter) entry(policy string) (*entry, error) {
 
 // lookup resolves policy and validates key and cost, the work every check starts with.
 func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
-	e, ok := (*l.reg.Load())[policy]
+	e, ok := l.reg.Load().find(policy)
 	if ok && cost >= 1 && cost <= e.policy.maxCost && key != "" && len(key) <= MaxKeyLen {
 		return e, nil
 	}
@@ -247,11 +276,12 @@ func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
 	return nil, checkKey(key)
 }
 
-func (e *entry) count(allowed bool) {
+func (e *entry) count(key string, allowed bool) {
+	c := &e.counts[uintptr(unsafe.Pointer(unsafe.StringData(key)))>>4%uintptr(len(e.counts))]
 	if allowed {
-		e.allowed.Add(1)
+		c.allowed.Add(1)
 	} else {
-		e.denied.Add(1)
+		c.denied.Add(1)
 	}
 }
 

@@ -11,14 +11,14 @@
 // Memory stays bounded: a key whose state has become equal to a fresh key's (its limit has fully
 // replenished) is dropped by a background sweep, so dropping it never loosens a limit. A key costs
 // its slot (about 40 bytes for GCRA, token bucket and fixed window at the table's typical load) plus
-// a copy of its bytes. Config.MaxKeys caps the number of keys: past it, each new key evicts an
-// existing one of the same shard, which forgets what that key had spent (counted by Evictions).
-// There is no goroutine or timer per key.
+// a copy of its bytes. Config.MaxKeys caps the number of keys: past it, each new key takes the place
+// of an idle key of its shard or, failing one, evicts a key that was still spending, which forgets
+// what it had spent (counted by Evictions). There is no goroutine or timer per key.
 package memory
 
 import (
 	"context"
-	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +36,10 @@ type Config struct {
 	// that runs backwards is held at the latest instant it returned.
 	Now func() int64
 	// MaxKeys caps the keys held across all policies; 0 means no cap. At the cap a new key evicts
-	// another key of the same shard (the cap may be passed by at most one key per shard when a shard
-	// has none to give). An evicted key starts over with a full budget.
+	// another key of the same shard: an idle one if there is one (forgetting it loosens nothing),
+	// else the next one in slot order that no check is holding, which then starts over with a full
+	// budget (counted by Evictions). The cap can be passed by a few keys while a shard has none to
+	// give.
 	MaxKeys int
 	// SweepInterval is how often idle keys are dropped. 0 means 10 seconds; negative disables the
 	// sweep (keys then stay until Reset or eviction).
@@ -49,7 +51,7 @@ type Config struct {
 type Store struct {
 	now   func() int64
 	clock *clock // the process clock, nil when Config.Now is set
-	seed  maphash.Seed
+	seed  uint64
 	max   int64
 	// bindings maps each policy pointer seen to the state of its definition; it is replaced whole
 	// under mu.
@@ -90,7 +92,7 @@ var _ sluice.Store = (*Store)(nil)
 // New returns a Store and starts its sweep.
 func New(cfg Config) *Store {
 	s := &Store{
-		seed: maphash.MakeSeed(),
+		seed: rand.Uint64(),
 		max:  int64(cfg.MaxKeys),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
@@ -131,18 +133,15 @@ func (s *Store) Close() error {
 // Len is the number of keys held, over all policies and limits.
 func (s *Store) Len() int { return int(s.keys.Load()) }
 
-// Evictions counts the keys evicted by the MaxKeys cap.
+// Evictions counts the keys the MaxKeys cap evicted before they were idle: keys whose spending was
+// forgotten.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
-// Sweep drops every idle key now, and the state of policy definitions that were replaced and hold
-// no key anymore. The background sweep calls it; tests and tools may too. When callers pass their
+// Sweep drops every idle key now. The background sweep calls it; tests and tools may too. When callers pass their
 // own instants (replay), "now" is the earlier of the store's clock and the latest instant passed,
 // since a key idle then is idle at every later instant.
 func (s *Store) Sweep() {
-	now := s.now()
-	if g := s.given.Load(); g != 0 {
-		now = min(now, g)
-	}
+	now := s.sweepNow()
 	s.mu.Lock()
 	defs := make([]*definition, 0, len(s.defs))
 	for _, ds := range s.defs {
@@ -154,39 +153,6 @@ func (s *Store) Sweep() {
 			p.sweep(now)
 		}
 	}
-	s.dropEmptyDefinitions()
-}
-
-// dropEmptyDefinitions forgets the definitions that are not the newest of their name and hold no
-// key: a policy changed by a reload leaves its old definition behind until its keys are idle.
-func (s *Store) dropEmptyDefinitions() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dropped := map[*definition]bool{}
-	for name, ds := range s.defs {
-		keep := ds[:0]
-		for i, d := range ds {
-			if i < len(ds)-1 && d.len() == 0 {
-				dropped[d] = true
-				continue
-			}
-			keep = append(keep, d)
-		}
-		s.defs[name] = keep
-	}
-	if len(dropped) == 0 {
-		return
-	}
-	next := map[*sluice.Policy]*binding{}
-	for p, b := range *s.bindings.Load() {
-		if !dropped[b.def] {
-			next[p] = b
-		}
-	}
-	s.bindings.Store(&next)
-	for i := range s.recent {
-		s.recent[i].Store(nil)
-	}
 }
 
 func (d *definition) len() int {
@@ -195,6 +161,16 @@ func (d *definition) len() int {
 		n += p.len()
 	}
 	return n
+}
+
+// sweepNow is the instant at which keys are judged idle: the clock, or the latest instant callers
+// passed if that is earlier.
+func (s *Store) sweepNow() int64 {
+	now := s.now()
+	if g := s.given.Load(); g != 0 {
+		now = min(now, g)
+	}
+	return now
 }
 
 func (s *Store) sweepEvery(every time.Duration) {
@@ -215,8 +191,9 @@ func (s *Store) full() bool { return s.max > 0 && s.keys.Load() >= s.max }
 
 // partsOf returns the parts of p, creating them on first use. Policies Equal to each other share
 // their parts, so a policy reloaded from config keeps its keys' state; a changed policy starts
-// afresh, and the old definition's state stays for checks still holding the old policy until its
-// keys are idle.
+// afresh. A replaced definition is kept, for checks still holding the old policy and for a config
+// that reverts: its keys are swept as they go idle, after which its empty tables cost a few
+// kilobytes.
 func (s *Store) partsOf(p *sluice.Policy) []part {
 	c := &s.recent[uintptr(unsafe.Pointer(p))>>4%uintptr(len(s.recent))]
 	if b := c.Load(); b != nil && b.policy == p {
@@ -279,10 +256,14 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	if err != nil {
 		return sluice.Decision{}, err
 	}
+	return s.check(now, p, key, cost), nil
+}
+
+func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64) sluice.Decision {
 	parts := s.partsOf(p)
-	h := maphash.String(s.seed, key)
+	h := hash(s.seed, key)
 	if len(parts) == 1 {
-		return checkOne(parts[0], h, key, now, cost), nil
+		return checkOne(parts[0], h, key, now, cost)
 	}
 	steps := make([]step, len(parts))
 	for i, part := range parts {
@@ -290,7 +271,7 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	}
 	out := make([]sluice.Decision, len(steps))
 	atomically(now, steps, out)
-	return sluice.Combine(out), nil
+	return sluice.Combine(out)
 }
 
 // checkOne checks a single part. Naming the strategies whose state is inline lets the compiler
@@ -315,9 +296,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		return err
 	}
 	for i, k := range keys {
-		if out[i], err = s.Check(ctx, now, p, k, cost); err != nil {
-			return err
-		}
+		out[i] = s.check(now, p, k, cost)
 	}
 	return nil
 }
@@ -332,7 +311,7 @@ func (s *Store) CheckAll(_ context.Context, now int64, ops []sluice.Op, out []sl
 	first := make([]int, len(ops)+1) // steps of op i are steps[first[i]:first[i+1]]
 	for i, op := range ops {
 		first[i] = len(steps)
-		h := maphash.String(s.seed, op.Key)
+		h := hash(s.seed, op.Key)
 		for j, part := range s.partsOf(op.Policy) {
 			steps = append(steps, step{part: part, h: h, key: op.Key, cost: op.Policy.Cost(j, op.Cost)})
 		}
@@ -357,7 +336,7 @@ func (s *Store) Peek(_ context.Context, now int64, p *sluice.Policy, key string)
 		return sluice.Decision{}, err
 	}
 	parts := s.partsOf(p)
-	h := maphash.String(s.seed, key)
+	h := hash(s.seed, key)
 	if len(parts) == 1 {
 		return parts[0].peek(h, key, now), nil
 	}
@@ -375,7 +354,7 @@ func (s *Store) Forecast(_ context.Context, now int64, p *sluice.Policy, key str
 	if err != nil {
 		return sluice.Forecast{}, err
 	}
-	h := maphash.String(s.seed, key)
+	h := hash(s.seed, key)
 	var out sluice.Forecast
 	for i, part := range s.partsOf(p) {
 		f := part.forecast(h, key, now, p.Cost(i, cost))
@@ -393,7 +372,7 @@ func (s *Store) Refund(_ context.Context, now int64, p *sluice.Policy, key strin
 	if err != nil {
 		return err
 	}
-	h := maphash.String(s.seed, key)
+	h := hash(s.seed, key)
 	for i, part := range s.partsOf(p) {
 		if p.Limits()[i].Unit == sluice.UnitCost {
 			part.refund(h, key, now, cost)
@@ -404,10 +383,10 @@ func (s *Store) Refund(_ context.Context, now int64, p *sluice.Policy, key strin
 
 // Reset implements sluice.Store.
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	if _, err := s.begin(1); err != nil {
-		return err
+	if s.closed.Load() {
+		return sluice.ErrClosed
 	}
-	h := maphash.String(s.seed, key)
+	h := hash(s.seed, key)
 	for _, part := range s.partsOf(p) {
 		part.reset(h, key)
 	}

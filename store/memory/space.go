@@ -73,7 +73,7 @@ type space[S any] struct {
 func newSpace[S any](alg algorithm[S], st *Store) *space[S] {
 	sp := &space[S]{alg: alg, store: st, ident: st.partIDs.Add(1)}
 	for i := range sp.shards {
-		sp.shards[i].init()
+		sp.shards[i].init(st, alg.Idle)
 	}
 	return sp
 }
@@ -103,43 +103,47 @@ func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Decision
 			}
 		}
 	}
-	s, v := t.get(h, key, true, sp.store)
+	s, v := t.get(h, key, true)
 	v, d := sp.alg.Check(v, now, cost)
 	t.unlock(s, v)
 	return d
 }
 
-// view returns key's state, or a fresh one if key is absent, without changing anything.
-func (sp *space[S]) view(h uint64, key string) S {
+// Peek and Forecast read the state under the slot's lock: a sliding window's state shares its
+// slice with the slot, which checks write in place.
+
+func (sp *space[S]) peek(h uint64, key string, now int64) sluice.Decision {
 	t := sp.shard(h)
-	s, v := t.get(h, key, false, sp.store)
+	s, v := t.get(h, key, false)
+	d := sp.alg.Peek(v, now)
 	if s != nil {
 		t.unlock(s, v)
 	}
-	return v
-}
-
-func (sp *space[S]) peek(h uint64, key string, now int64) sluice.Decision {
-	return sp.alg.Peek(sp.view(h, key), now)
+	return d
 }
 
 func (sp *space[S]) forecast(h uint64, key string, now, cost int64) sluice.Forecast {
-	return sp.alg.Forecast(sp.view(h, key), now, cost)
+	t := sp.shard(h)
+	s, v := t.get(h, key, false)
+	f := sp.alg.Forecast(v, now, cost)
+	if s != nil {
+		t.unlock(s, v)
+	}
+	return f
 }
 
 func (sp *space[S]) refund(h uint64, key string, now, cost int64) {
 	t := sp.shard(h)
-	if s, v := t.get(h, key, false, sp.store); s != nil {
+	if s, v := t.get(h, key, false); s != nil {
 		t.unlock(s, sp.alg.Refund(v, now, cost))
 	}
 }
 
-func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key, sp.store) }
+func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key) }
 
 func (sp *space[S]) sweep(now int64) {
-	idle := func(s S) bool { return sp.alg.Idle(s, now) }
 	for i := range sp.shards {
-		sp.shards[i].sweep(idle, sp.store)
+		sp.shards[i].sweep(now)
 	}
 }
 
@@ -159,7 +163,7 @@ func (sp *space[S]) hold(h uint64, key string) (held, bool) {
 	case retry:
 		return nil, false
 	case s == nil:
-		if s = t.tryInsert(h, key, sp.store); s == nil {
+		if s = t.tryInsert(h, key); s == nil {
 			return nil, false
 		}
 	default:
@@ -173,7 +177,7 @@ func (sp *space[S]) hold(h uint64, key string) (held, bool) {
 
 func (sp *space[S]) prepare(h uint64, key string) {
 	t := sp.shard(h)
-	s, v := t.get(h, key, true, sp.store)
+	s, v := t.get(h, key, true)
 	t.unlock(s, v)
 }
 

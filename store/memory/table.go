@@ -25,8 +25,10 @@ import (
 // a slot change keys under it. A rebuild locks each live slot in turn, copies it to the new array and
 // marks it moved; whoever meets a moved slot waits for the rebuild to finish and starts over.
 type table[S any] struct {
-	arr  atomic.Pointer[array[S]]
-	word bool // S is one 64-bit word
+	arr   atomic.Pointer[array[S]]
+	word  bool // S is one 64-bit word
+	store *Store
+	idle  func(s S, now int64) bool // whether s decides like a fresh key at now and after
 
 	mu   sync.Mutex // guards inserts, deletes, rebuilds, and live, dead and cursor
 	live int        // live slots
@@ -66,8 +68,9 @@ const (
 	newLoad = 0.7
 )
 
-func (t *table[S]) init() {
+func (t *table[S]) init(st *Store, idle func(S, int64) bool) {
 	t.word = unsafe.Sizeof(*new(S)) == 8
+	t.store, t.idle = st, idle
 	t.rebuild(0)
 }
 
@@ -169,7 +172,7 @@ func (t *table[S]) retire(s *slot[S], kind uint64) {
 
 // get returns key's slot locked, with its state; nil if key is absent and create is false. A created
 // key holds the zero state: a fresh key.
-func (t *table[S]) get(h uint64, key string, create bool, st *Store) (*slot[S], S) {
+func (t *table[S]) get(h uint64, key string, create bool) (*slot[S], S) {
 	for {
 		s, retry := t.arr.Load().find(h, key)
 		switch {
@@ -184,7 +187,7 @@ func (t *table[S]) get(h uint64, key string, create bool, st *Store) (*slot[S], 
 			var zero S
 			return nil, zero
 		default:
-			if s := t.insert(h, key, st); s != nil {
+			if s := t.insert(h, key); s != nil {
 				var zero S
 				return s, zero
 			}
@@ -205,7 +208,7 @@ func (t *table[S]) swap(s *slot[S], old, next S) bool {
 }
 
 // insert adds key, locked, or returns nil if a concurrent insert won the race; the caller looks again.
-func (t *table[S]) insert(h uint64, key string, st *Store) *slot[S] {
+func (t *table[S]) insert(h uint64, key string) *slot[S] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.arr.Load()
@@ -215,13 +218,13 @@ func (t *table[S]) insert(h uint64, key string, st *Store) *slot[S] {
 	if float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
 		a = t.rebuild(t.live + 1)
 	}
-	return t.place(a, h, key, st)
+	return t.place(a, h, key)
 }
 
 // tryInsert is insert for a caller that holds other slots: it never blocks. It returns nil when the
 // mutex is busy, the key appeared meanwhile or the array needs a rebuild, which the caller must not
 // wait for while it holds slots.
-func (t *table[S]) tryInsert(h uint64, key string, st *Store) *slot[S] {
+func (t *table[S]) tryInsert(h uint64, key string) *slot[S] {
 	if !t.mu.TryLock() {
 		return nil
 	}
@@ -230,14 +233,14 @@ func (t *table[S]) tryInsert(h uint64, key string, st *Store) *slot[S] {
 	if s, _ := a.find(h, key); s != nil || float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
 		return nil
 	}
-	return t.place(a, h, key, st)
+	return t.place(a, h, key)
 }
 
 // place puts key, locked, in the first empty slot of its probe sequence. The caller holds the
 // mutex and has made room.
-func (t *table[S]) place(a *array[S], h uint64, key string, st *Store) *slot[S] {
-	if st.full() {
-		t.evict(st)
+func (t *table[S]) place(a *array[S], h uint64, key string) *slot[S] {
+	if t.store.full() {
+		t.evict()
 	}
 	s := a.empty(h)
 	s.key = unsafe.Pointer(unsafe.StringData(cloneKey(key)))
@@ -249,7 +252,7 @@ func (t *table[S]) place(a *array[S], h uint64, key string, st *Store) *slot[S] 
 	}
 	s.meta.Store(m)
 	t.live++
-	st.keys.Add(1)
+	t.store.keys.Add(1)
 	return s
 }
 
@@ -271,10 +274,10 @@ func cloneKey(key string) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// rebuild copies the live slots into a new array sized for want live keys and publishes it. The
-// caller holds the mutex.
+// rebuild copies the live slots into a new array sized for want live keys and publishes it; an
+// empty table keeps a single empty slot. The caller holds the mutex.
 func (t *table[S]) rebuild(want int) *array[S] {
-	next := &array[S]{slots: make([]slot[S], max(int(float64(want)/newLoad)+1, minSlots))}
+	next := &array[S]{slots: make([]slot[S], sizeFor(want))}
 	if old := t.arr.Load(); old != nil {
 		for i := range old.slots {
 			s := &old.slots[i]
@@ -294,17 +297,25 @@ func (t *table[S]) rebuild(want int) *array[S] {
 	return next
 }
 
+// sizeFor is the array size that holds want live keys at newLoad.
+func sizeFor(want int) int {
+	if want == 0 {
+		return 1
+	}
+	return max(int(float64(want)/newLoad)+1, minSlots)
+}
+
 // remove deletes the locked slot s. The caller holds the mutex.
-func (t *table[S]) remove(s *slot[S], st *Store) {
+func (t *table[S]) remove(s *slot[S]) {
 	t.retire(s, dead)
 	t.live--
 	t.dead++
-	st.keys.Add(-1)
+	t.store.keys.Add(-1)
 }
 
-// sweep deletes the keys for which idle is true, and shrinks the array when it has become mostly
-// empty. Slots locked by a check are skipped: they are in use.
-func (t *table[S]) sweep(idle func(S) bool, st *Store) {
+// sweep deletes the keys idle at now, and shrinks the array when it has become mostly empty. Slots
+// locked by a check are skipped: they are in use.
+func (t *table[S]) sweep(now int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.arr.Load()
@@ -316,44 +327,61 @@ func (t *table[S]) sweep(idle func(S) bool, st *Store) {
 		v, ok := t.tryLock(s)
 		switch {
 		case !ok:
-		case idle(v):
-			t.remove(s, st)
+		case t.idle(v, now):
+			t.remove(s)
 		default:
 			t.unlock(s, v)
 		}
 	}
-	if n := len(a.slots); n > minSlots && (t.dead > n/4 || float64(t.live) < newLoad/4*float64(n)) {
+	if n := len(a.slots); t.dead > n/4 || sizeFor(t.live) <= n/2 {
 		t.rebuild(t.live)
 	}
 }
 
-// evict makes room for one key under the store's cap: it deletes the next live key after the
-// cursor that no check holds. The caller holds the mutex.
-func (t *table[S]) evict(st *Store) {
+// evict makes room for one key under the store's cap. It deletes the first key after the cursor
+// that is idle, so that forgetting it loosens nothing; failing that, the first key no check holds.
+// The caller holds the mutex.
+func (t *table[S]) evict() {
 	a := t.arr.Load()
 	n := len(a.slots)
+	now := t.store.sweepNow()
+	victim := -1
 	for k := 0; k < n; k++ {
 		i := (t.cursor + k) % n
 		s := &a.slots[i]
 		if !s.isLive() {
 			continue
 		}
-		if _, ok := t.tryLock(s); ok {
-			t.remove(s, st)
-			t.cursor = (i + 1) % n
-			st.evictions.Add(1)
+		v, ok := t.tryLock(s)
+		if !ok {
+			continue
+		}
+		if t.idle(v, now) {
+			t.remove(s)
 			return
 		}
+		t.unlock(s, v)
+		if victim < 0 {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return
+	}
+	if _, ok := t.tryLock(&a.slots[victim]); ok {
+		t.remove(&a.slots[victim])
+		t.cursor = (victim + 1) % n
+		t.store.evictions.Add(1)
 	}
 }
 
 // reset deletes key if present.
-func (t *table[S]) reset(h uint64, key string, st *Store) {
+func (t *table[S]) reset(h uint64, key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, _ := t.arr.Load().find(h, key); s != nil {
 		if _, ok := t.lock(s); ok {
-			t.remove(s, st)
+			t.remove(s)
 		}
 	}
 }

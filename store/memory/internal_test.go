@@ -1,0 +1,400 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+)
+
+// NumShards is the number of shards of each limit's keyspace, for the external tests: MaxKeys may
+// be passed by one key per shard.
+const NumShards = numShards
+
+const internalT0 = int64(1_700_000_040_000)
+
+var ctx0 = context.Background()
+
+func testStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = -1
+	}
+	s := New(cfg)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// stateOf returns key's state in sp, or a fresh one.
+func stateOf[S any](sp *space[S], key string) S {
+	h := hash(sp.store.seed, key)
+	t := sp.shard(h)
+	sl, v := t.get(h, key, false)
+	if sl != nil {
+		t.unlock(sl, v)
+	}
+	return v
+}
+
+// keyHash is the hash the store files key under.
+func keyHash(s *Store, key string) uint64 { return hash(s.seed, key) }
+
+type instant struct{ ms int64 }
+
+func (c *instant) now() int64 { return c.ms }
+
+// keysOfShard returns n keys that fall in one shard of s.
+func keysOfShard(s *Store, n int) []string {
+	var out []string
+	want := uint64(1<<64 - 1)
+	for i := 0; len(out) < n; i++ {
+		k := fmt.Sprint("key-", i)
+		sh := keyHash(s, k) % numShards
+		if want == 1<<64-1 {
+			want = sh
+		}
+		if sh == want {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// slotKey is the key held by a live slot.
+func slotKey[S any](sl *slot[S]) string {
+	n := int(sl.meta.Load() >> lenShift & lenMask)
+	return string(unsafe.String((*byte)(sl.key), n))
+}
+
+// liveKeys lists the keys of t in slot order.
+func liveKeys[S any](t *table[S]) []string {
+	var out []string
+	a := t.arr.Load()
+	for i := range a.slots {
+		if a.slots[i].isLive() {
+			out = append(out, slotKey(&a.slots[i]))
+		}
+	}
+	return out
+}
+
+// nextVictim is the key evict would take next: the first live slot from the cursor that no one holds.
+func nextVictim[S any](t *table[S]) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.arr.Load()
+	n := len(a.slots)
+	for k := range n {
+		sl := &a.slots[(t.cursor+k)%n]
+		if !sl.isLive() {
+			continue
+		}
+		if t.word {
+			if sl.word().Load() == frozen {
+				continue
+			}
+		} else if sl.meta.Load()&locked != 0 {
+			continue
+		}
+		return slotKey(sl)
+	}
+	return ""
+}
+
+func hasKey(keys []string, k string) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEvictionOrder pins down which key the MaxKeys cap evicts: an idle key first, which costs
+// nothing and is not counted; else the first key after the cursor that no check holds, which starts
+// over with a full budget and is counted.
+func TestEvictionOrder(t *testing.T) {
+	s := testStore(t, Config{Now: func() int64 { return internalT0 }, MaxKeys: 2})
+	p := sluice.MustPolicy("ev", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 60_000}})
+	sp := s.partsOf(p)[0].(*space[algo.FixedWindowState])
+	keys := keysOfShard(s, 12)
+	tbl := sp.shard(keyHash(s, keys[0]))
+	check := func(key string, cost int64) {
+		t.Helper()
+		if d, _ := s.Check(ctx0, 0, p, key, cost); !d.Allowed {
+			t.Fatalf("check of %s denied", key)
+		}
+	}
+
+	busy, idle := keys[0], keys[1]
+	check(busy, 5)
+	check(idle, 2)
+	_ = s.Refund(ctx0, 0, p, idle, 2) // back to a fresh key's state: idle
+	check(keys[2], 1)                 // at the cap: the idle key goes, uncounted
+	if got := liveKeys(tbl); !hasKey(got, busy) || hasKey(got, idle) || s.Evictions() != 0 || s.Len() != 2 {
+		t.Fatalf("shard %v, Evictions %d, Len %d: want %s dropped as idle, nothing counted, Len 2",
+			got, s.Evictions(), s.Len(), idle)
+	}
+
+	// No key is idle now: the first one after the cursor goes, and it starts over.
+	victim := nextVictim(tbl)
+	check(keys[3], 1)
+	if got := liveKeys(tbl); hasKey(got, victim) || s.Evictions() != 1 || s.Len() != 2 {
+		t.Fatalf("shard %v, Evictions %d, Len %d: want %s evicted and counted, Len 2", got, s.Evictions(), s.Len(), victim)
+	}
+	if d, _ := s.Peek(ctx0, 0, p, victim); d.Remaining != 5 {
+		t.Fatalf("evicted key %s: remaining %d, want a full budget of 5", victim, d.Remaining)
+	}
+
+	// A slot held by a check is skipped.
+	held := nextVictim(tbl)
+	sl, v := tbl.get(keyHash(s, held), held, false)
+	if sl == nil {
+		t.Fatalf("%s not found", held)
+	}
+	check(keys[4], 1)
+	tbl.unlock(sl, v)
+	if got := liveKeys(tbl); !hasKey(got, held) || !hasKey(got, keys[4]) || len(got) != 2 {
+		t.Fatalf("shard %v: want the held %s kept beside %s", got, held, keys[4])
+	}
+}
+
+// prepares the key and starts over) decides like a fresh key and keeps every other key.
+func TestCompositeInsertTriggersRebuild(t *testing.T) {
+	s := testStore(t, Config{Now: func() int64 { return internalT0 }})
+	p := sluice.MustPolicy("comp",
+		sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 10}},
+		sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 10, RefillPerSec: 1}},
+		sluice.Limit{Strategy: sluice.SlidingWindowLog{Limit: 10, WindowMs: 1000}})
+	parts := s.partsOf(p)
+	g := parts[0].(*space[algo.GCRAState])
+	tb := parts[1].(*space[algo.TokenBucketState])
+	rebuilds := 0
+	var keys []string
+	for i := 0; rebuilds < 8; i++ {
+		key := fmt.Sprint("k", i)
+		h := keyHash(s, key)
+		gt, tt := g.shard(h), tb.shard(h)
+		gt.mu.Lock()
+		needs := float64(gt.live+gt.dead+1) > maxLoad*float64(len(gt.arr.Load().slots))
+		gt.mu.Unlock()
+		ga, ta := gt.arr.Load(), tt.arr.Load()
+		var d sluice.Decision
+		if i%2 == 0 {
+			d, _ = s.Check(ctx0, 0, p, key, 2)
+		} else {
+			out := make([]sluice.Decision, 1)
+			_ = s.CheckAll(ctx0, 0, []sluice.Op{{Policy: p, Key: key, Cost: 2}}, out)
+			d = out[0]
+		}
+		if !d.Allowed || d.Remaining != 8 {
+			t.Fatalf("first check of %s: %+v, want allowed with remaining 8", key, d)
+		}
+		keys = append(keys, key)
+		if needs {
+			if gt.arr.Load() == ga || tt.arr.Load() == ta {
+				t.Fatalf("inserting %s should have rebuilt its shard", key)
+			}
+			rebuilds++
+		}
+	}
+	for _, k := range keys {
+		if d, _ := s.Peek(ctx0, 0, p, k); d.Remaining != 8 || len(d.Parts) != 3 {
+			t.Fatalf("Peek(%s) = %+v, want remaining 8 in every limit", k, d)
+		}
+	}
+	if s.Len() != 3*len(keys) {
+		t.Fatalf("Len %d, want %d", s.Len(), 3*len(keys))
+	}
+}
+
+// TestReloadKeepsOldDefinition: a replaced definition stays bound for checks still holding the old
+// policy; Sweep drops its keys as they go idle and shrinks its tables to one slot a shard.
+func TestReloadKeepsOldDefinition(t *testing.T) {
+	clk := &instant{internalT0}
+	s := testStore(t, Config{Now: clk.now})
+	v1 := sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 10}})
+	v2 := sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 20, PeriodMs: 1000, Burst: 20}})
+	s.Check(ctx0, 0, v1, "k", 1)
+	s.Peek(ctx0, 0, v2, "k") // binds v2 without a key
+	defs := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.defs["api"])
+	}
+	if defs() != 2 {
+		t.Fatalf("%d definitions, want 2", defs())
+	}
+	s.Sweep()
+	if s.Len() != 1 {
+		t.Fatalf("after a Sweep with v1's key busy: Len %d, want 1", s.Len())
+	}
+	clk.ms += 100 // v1's key back to full
+	s.Sweep()
+	if s.Len() != 0 {
+		t.Fatalf("after a Sweep with v1's key idle: Len %d, want 0", s.Len())
+	}
+	old := s.partsOf(v1)[0].(*space[algo.GCRAState])
+	for i := range old.shards {
+		if n := len(old.shards[i].arr.Load().slots); n != 1 {
+			t.Fatalf("shard %d of the idle definition holds %d slots, want 1", i, n)
+		}
+	}
+	if d, _ := s.Check(ctx0, 0, v1, "k", 1); d.Remaining != 9 {
+		t.Errorf("v1 after the sweep: remaining %d, want 9", d.Remaining)
+	}
+	if d, _ := s.Check(ctx0, 0, v2, "k", 1); d.Remaining != 19 {
+		t.Errorf("v2 after the sweep: remaining %d, want 19", d.Remaining)
+	}
+}
+
+// TestSweepDuringCheckKeepsItsDefinition: a check resolves its policy's parts (Store.Check:
+// partsOf, then the check itself) and a Sweep runs in between. The check's consumption must not
+// vanish. The policy is the current one after a config went v1 -> v2 -> v1 again, so v1's
+// definition is in use but not the newest of its name.
+func TestSweepDuringCheckKeepsItsDefinition(t *testing.T) {
+	clk := &instant{internalT0}
+	s := testStore(t, Config{Now: clk.now})
+	v1 := sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 2, WindowMs: 1000}})
+	v2 := sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 1000}})
+	v1again := sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 2, WindowMs: 1000}})
+	lim, err := sluice.New(s, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.Check(ctx0, "api", "x", 1)
+	lim.SetPolicies(v2)
+	lim.Peek(ctx0, "api", "x") // v2 bound
+	lim.SetPolicies(v1again)   // reverted: shares v1's definition
+	if d, _ := lim.Check(ctx0, "api", "x", 1); d.Remaining != 0 {
+		t.Fatalf("v1 again does not share v1's state: %+v", d)
+	}
+
+	clk.ms += 1000 // a new window: x is idle
+	// A check of z under the current policy resolves its parts...
+	parts := s.partsOf(v1again)
+	// ...the background sweep runs...
+	s.Sweep()
+	// ...and the check goes on, spending z's whole window.
+	if d := checkOne(parts[0], keyHash(s, "z"), "z", clk.now(), 2); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("the interleaved check: %+v", d)
+	}
+	if d, _ := lim.Check(ctx0, "api", "z", 1); d.Allowed {
+		t.Errorf("z spent its limit of 2 in this window, yet the next check is allowed: %+v "+
+			"(the first check wrote to state the store forgot)", d)
+	}
+	clk.ms += 10_000
+	s.Sweep()
+	if s.Len() != 0 {
+		t.Errorf("Len %d after every key went idle, want 0", s.Len())
+	}
+}
+
+// TestCloseStopsBackground: Close ends the sweep goroutine and the clock's ticker, and a read of the
+// clock after Close does not start it again.
+func TestCloseStopsBackground(t *testing.T) {
+	s := New(Config{SweepInterval: time.Millisecond})
+	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 10}})
+	s.Check(ctx0, 0, p, "k", 1)
+	if !s.clock.ticking.Load() {
+		t.Fatal("the clock is not ticking after a check")
+	}
+	s.Close()
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("the sweep goroutine has not finished after Close")
+	}
+	if s.clock.ticking.Load() {
+		t.Fatal("the clock still ticks after Close")
+	}
+	before := time.Now().UnixMilli()
+	got := s.clock.now()
+	if got < before-100 || got > time.Now().UnixMilli()+1 {
+		t.Errorf("clock read after Close: %d, wall %d", got, before)
+	}
+	if s.clock.ticking.Load() {
+		t.Error("a read after Close started the ticker again")
+	}
+	s.clock.wg.Wait() // returns at once: no ticker goroutine
+	s.Close()
+}
+
+// TestClockReadings: the process clock is the wall clock in epoch ms, within a few ms, and never
+// decreases across many reads from several goroutines.
+func TestClockReadings(t *testing.T) {
+	c := newClock()
+	defer c.close()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			last := int64(0)
+			for i := range 200_000 {
+				now := c.now()
+				if now < last {
+					t.Errorf("read %d: clock went back from %d to %d", i, last, now)
+					return
+				}
+				last = now
+			}
+		})
+	}
+	wg.Wait()
+	for range 50 {
+		before := time.Now().UnixMilli()
+		now := c.now()
+		after := time.Now().UnixMilli()
+		if now > after+1 || now < before-50 {
+			t.Fatalf("clock %d, wall clock between %d and %d", now, before, after)
+		}
+	}
+}
+
+// TestClockTickerStopsAndRestarts: after idleTicks ticks without a reader the ticker stops (its
+// goroutine ends); the next read takes the OS clock and starts it again. This waits for the real
+// ticker, about one second.
+func TestClockTickerStopsAndRestarts(t *testing.T) {
+	c := newClock()
+	defer c.close()
+	first := c.now()
+	if !c.ticking.Load() {
+		t.Fatal("a read did not start the ticker")
+	}
+	limit := time.Duration(idleTicks)*time.Millisecond + 500*time.Millisecond
+	start := time.Now()
+	for c.ticking.Load() {
+		if time.Since(start) > limit {
+			t.Fatalf("ticker still running %v after the last read", limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopped := make(chan struct{})
+	go func() { c.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		t.Fatal("the ticker goroutine did not end after it stopped")
+	}
+	t.Logf("ticker stopped %v after the last read", time.Since(start).Round(time.Millisecond))
+
+	before := time.Now().UnixMilli()
+	now := c.now()
+	if now < first || now < before-5 || now > time.Now().UnixMilli()+1 {
+		t.Fatalf("read after the ticker stopped: %d; first read %d, wall clock %d", now, first, before)
+	}
+	if !c.ticking.Load() {
+		t.Fatal("a read after the ticker stopped did not start it again")
+	}
+	deadline := time.Now().Add(time.Second)
+	for c.now() <= now {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted ticker does not advance the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
