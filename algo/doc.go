@@ -36,7 +36,23 @@ func peek(ok bool, limit, remaining, resetAt, retryAfter int64) sluice.Decision 
 	return deny(limit, remaining, resetAt, retryAfter)
 }
 
-func ceil(x float64) int64  { return int64(math.Ceil(x)) }
+func ceil(x float64) int64 { return int64(math.Ceil(x)) }
+
+// atLeast and atMost clamp as the reference scripts do ("if x < lo then x = lo end"): cheaper
+// than the built-in max and min, which must order NaNs and signed zeros.
+func atLeast(x, lo float64) float64 {
+	if x < lo {
+		return lo
+	}
+	return x
+}
+
+func atMost(x, hi float64) float64 {
+	if x > hi {
+		return hi
+	}
+	return x
+}
 func floor(x float64) int64 { return int64(math.Floor(x)) }
 
 // spendable is how many checks of cost fit in avail units.

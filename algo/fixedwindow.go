@@ -67,7 +67,7 @@ func (f *FixedWindow) Forecast(s FixedWindowState, now, cost int64) sluice.Forec
 // window are gone with it.
 func (f *FixedWindow) Refund(s FixedWindowState, now, cost int64) FixedWindowState {
 	if start, count := f.count(s, float64(now)); count > 0 {
-		return FixedWindowState{Start: start, Count: max(count-float64(cost), 0)}
+		return FixedWindowState{Start: start, Count: atLeast(count-float64(cost), 0)}
 	}
 	return s
 }

@@ -23,7 +23,7 @@ func NewGCRA(s sluice.GCRA) *GCRA {
 // Check admits cost at now if the headroom allows, moving the TAT forward.
 func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) {
 	n := float64(now)
-	tat := max(s.TAT, n)
+	tat := atLeast(s.TAT, n)
 	newTAT := tat + float64(g.t*float64(cost))
 	allowAt := newTAT - g.tau
 	if n < allowAt {
@@ -35,7 +35,7 @@ func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) 
 // Peek reports the state at now without changing it.
 func (g *GCRA) Peek(s GCRAState, now int64) sluice.Decision {
 	n := float64(now)
-	tat := max(s.TAT, n)
+	tat := atLeast(s.TAT, n)
 	allowAt := tat + g.t - g.tau
 	return peek(n >= allowAt, g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
 }
@@ -43,7 +43,7 @@ func (g *GCRA) Peek(s GCRAState, now int64) sluice.Decision {
 // Forecast projects the state at now for checks of cost.
 func (g *GCRA) Forecast(s GCRAState, now, cost int64) sluice.Forecast {
 	n := float64(now)
-	tat := max(s.TAT, n)
+	tat := atLeast(s.TAT, n)
 	avail := (g.tau - (tat - n)) / g.t
 	next := now
 	if tat > n {
@@ -55,7 +55,7 @@ func (g *GCRA) Forecast(s GCRAState, now, cost int64) sluice.Forecast {
 // Refund moves the TAT back by cost emission intervals, never before now.
 func (g *GCRA) Refund(s GCRAState, now, cost int64) GCRAState {
 	n := float64(now)
-	return GCRAState{TAT: max(max(s.TAT, n)-float64(g.t*float64(cost)), n)}
+	return GCRAState{TAT: atLeast(atLeast(s.TAT, n)-float64(g.t*float64(cost)), n)}
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant.

@@ -57,8 +57,8 @@ type view struct {
 
 func (sw *SlidingWindow) view(st SlidingWindowState, n float64) view {
 	c := int64(math.Floor(n / sw.w))
-	elapsed := max(n-float64(float64(c)*sw.w), 0)
-	weight := min(max((sw.w-elapsed)/sw.w, 0), 1)
+	elapsed := atLeast(n-float64(float64(c)*sw.w), 0)
+	weight := atMost(atLeast((sw.w-elapsed)/sw.w, 0), 1)
 	var full float64
 	for j := c - sw.s + 1; j <= c; j++ {
 		full += sw.get(st, j)

@@ -26,8 +26,8 @@ func (b *TokenBucket) tokens(s TokenBucketState, n float64) float64 {
 	if s.Last == 0 {
 		return b.capacity
 	}
-	elapsed := max(n-float64(s.Last), 0)
-	return min(s.Tokens+float64(elapsed*b.perMs), b.capacity)
+	elapsed := atLeast(n-float64(s.Last), 0)
+	return atMost(s.Tokens+float64(elapsed*b.perMs), b.capacity)
 }
 
 // fullAt is the instant the bucket is full again, holding tokens at now.
@@ -67,7 +67,7 @@ func (b *TokenBucket) Refund(s TokenBucketState, now, cost int64) TokenBucketSta
 	if s.Last == 0 {
 		return s
 	}
-	return TokenBucketState{Tokens: min(b.tokens(s, float64(now))+float64(cost), b.capacity), Last: max(now, s.Last)}
+	return TokenBucketState{Tokens: atMost(b.tokens(s, float64(now))+float64(cost), b.capacity), Last: max(now, s.Last)}
 }
 
 // Idle reports whether the state decides like a fresh key's at now and at every later instant: the

@@ -281,7 +281,7 @@ func TestSweepDuringCheckKeepsItsDefinition(t *testing.T) {
 	// ...the background sweep runs...
 	s.Sweep()
 	// ...and the check goes on, spending z's whole window.
-	if d := checkOne(parts[0], keyHash(s, "z"), "z", clk.now(), 2); !d.Allowed || d.Remaining != 0 {
+	if d := parts[0].check(keyHash(s, "z"), "z", clk.now(), 2); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the interleaved check: %+v", d)
 	}
 	if d, _ := lim.Check(ctx0, "api", "z", 1); d.Allowed {

@@ -259,11 +259,22 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	return s.check(now, p, key, cost), nil
 }
 
+// check decides at an instant already resolved. For a single limit whose state is inline, naming
+// its type lets the compiler call its check directly instead of through the interface and a
+// generic wrapper.
 func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64) sluice.Decision {
 	parts := s.partsOf(p)
 	h := hash(s.seed, key)
 	if len(parts) == 1 {
-		return checkOne(parts[0], h, key, now, cost)
+		switch sp := parts[0].(type) {
+		case *space[algo.GCRAState]:
+			return sp.check(h, key, now, cost)
+		case *space[algo.TokenBucketState]:
+			return sp.check(h, key, now, cost)
+		case *space[algo.FixedWindowState]:
+			return sp.check(h, key, now, cost)
+		}
+		return parts[0].check(h, key, now, cost)
 	}
 	steps := make([]step, len(parts))
 	for i, part := range parts {
@@ -272,21 +283,6 @@ func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64) sluic
 	out := make([]sluice.Decision, len(steps))
 	atomically(now, steps, out)
 	return sluice.Combine(out)
-}
-
-// checkOne checks a single part. Naming the strategies whose state is inline lets the compiler
-// call their check directly instead of through the interface and a generic wrapper: a fifth of a
-// hot-key check.
-func checkOne(p part, h uint64, key string, now, cost int64) sluice.Decision {
-	switch sp := p.(type) {
-	case *space[algo.GCRAState]:
-		return sp.check(h, key, now, cost)
-	case *space[algo.TokenBucketState]:
-		return sp.check(h, key, now, cost)
-	case *space[algo.FixedWindowState]:
-		return sp.check(h, key, now, cost)
-	}
-	return p.check(h, key, now, cost)
 }
 
 // CheckMany implements sluice.Store.

@@ -1,0 +1,37 @@
+package algo_test
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+)
+
+// A strategy's Check is a pure function of the state, the instant and the cost: the caller keeps
+// the state and decides at fixed instants.
+func ExampleGCRA_Check() {
+	g := algo.NewGCRA(sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 5})
+	var s algo.GCRAState // a fresh key
+	for _, now := range []int64{1000, 1000, 1000, 1000, 1000, 1000, 1100} {
+		var d sluice.Decision
+		s, d = g.Check(s, now, 1)
+		fmt.Printf("t=%d allowed=%v remaining=%d retryAfterMs=%d\n", now, d.Allowed, d.Remaining, d.RetryAfterMs)
+	}
+	// Output:
+	// t=1000 allowed=true remaining=4 retryAfterMs=0
+	// t=1000 allowed=true remaining=3 retryAfterMs=0
+	// t=1000 allowed=true remaining=2 retryAfterMs=0
+	// t=1000 allowed=true remaining=1 retryAfterMs=0
+	// t=1000 allowed=true remaining=0 retryAfterMs=0
+	// t=1000 allowed=false remaining=0 retryAfterMs=100
+	// t=1100 allowed=true remaining=0 retryAfterMs=0
+}
+
+func ExampleTokenBucket_Forecast() {
+	b := algo.NewTokenBucket(sluice.TokenBucket{Capacity: 100, RefillPerSec: 10})
+	s, _ := b.Check(algo.TokenBucketState{}, 1000, 95) // 5 tokens left
+	f := b.Forecast(s, 1000, 2)
+	fmt.Printf("spendable now: %d checks of 2; one more token at %d; full at %d\n", f.SpendableNow, f.NextReplenishAt, f.FullAt)
+	// Output:
+	// spendable now: 2 checks of 2; one more token at 1100; full at 10500
+}
