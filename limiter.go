@@ -43,8 +43,9 @@ func (r *registry) find(name string) (*entry, bool) {
 
 type entry struct {
 	policy *Policy
-	// counts are striped so that checks of one policy on different keys do not all write one
-	// cache line: a check counts in the stripe of its key's address.
+	// counts are striped so that concurrent checks of one policy do not all write one cache line:
+	// a check counts in the stripe of its goroutine's stack address, and concurrent checks run on
+	// different stacks.
 	counts [8]struct {
 		allowed, denied atomic.Uint64
 		_               [112]byte // two cache lines apart: adjacent lines are fetched in pairs
@@ -137,7 +138,7 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 	if err != nil {
 		return Decision{}, err
 	}
-	e.count(key, d.Allowed)
+	e.count(d.Allowed)
 	return d, nil
 }
 
@@ -161,8 +162,8 @@ func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, c
 	if err := l.store.CheckMany(ctx, NowFrom(ctx), e.policy, keys, cost, out); err != nil {
 		return nil, err
 	}
-	for i, d := range out {
-		e.count(keys[i], d.Allowed)
+	for _, d := range out {
+		e.count(d.Allowed)
 	}
 	return out, nil
 }
@@ -202,8 +203,8 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 		return Decision{}, err
 	}
 	d := Combine(out)
-	for i, e := range entries {
-		e.count(items[i].Key, d.Allowed)
+	for _, e := range entries {
+		e.count(d.Allowed)
 	}
 	return d, nil
 }
@@ -276,8 +277,10 @@ func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
 	return nil, checkKey(key)
 }
 
-func (e *entry) count(key string, allowed bool) {
-	c := &e.counts[uintptr(unsafe.Pointer(unsafe.StringData(key)))>>4%uintptr(len(e.counts))]
+func (e *entry) count(allowed bool) {
+	var onStack byte
+	stripe := uint64(uintptr(unsafe.Pointer(&onStack))) >> 13 * 0x9e3779b97f4a7c15 >> 61 // 8 stripes
+	c := &e.counts[stripe]
 	if allowed {
 		c.allowed.Add(1)
 	} else {
