@@ -63,7 +63,7 @@ const (
 	minSlots = 8
 	// A table is rebuilt when live and dead slots pass maxLoad of it, to a size that puts the live
 	// ones at newLoad: it grows by 1.25 at a time, so slots stay 70 to 87.5% full, which keeps a
-	// two-word state at about 40 bytes a key, the table's overhead included.
+	// two-word state (a 32-byte slot) at 37 to 46 bytes a key, the table's overhead included.
 	maxLoad = 0.875
 	newLoad = 0.7
 )

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+var ctx = context.Background()
+
+// numKeys is the key count of the many-keys and state-per-key benchmarks.
+const numKeys = 1 << 20
+
+// keyLen is the length of every key of the many-keys and state-per-key benchmarks: "user:" and an
+// 11-digit number. 16 bytes is a size class of its own, so a copy of a key costs exactly 16 bytes
+// of heap (no rounding, and too big for the tiny allocator, which packs objects under 16 bytes).
+const keyLen = 16
+
+var (
+	keysOnce   sync.Once
+	keys       []string
+	lookupKeys []string
+)
+
+// manyKeys returns numKeys distinct keys of keyLen bytes, built once per process, and the same keys
+// again as other strings: lookups[i] == keys[i] but they do not share bytes.
+//
+// Stores are filled with keys and checked with lookups, as a server checks each request with a key
+// it has just parsed, never with the string the store holds. It matters: the peers keep the
+// caller's string in their maps, and Go compares two strings that share bytes by pointer without
+// reading them, so checking with the stored strings would spare the peers a cache miss per lookup
+// that they pay in real use (sluice keeps its own copy and always reads it).
+func manyKeys() (keys_, lookups []string) {
+	keysOnce.Do(func() {
+		keys = make([]string, numKeys)
+		lookupKeys = make([]string, numKeys)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("user:%011d", i)
+			if len(keys[i]) != keyLen {
+				panic("bad key length")
+			}
+		}
+		for i, k := range keys {
+			lookupKeys[i] = strings.Clone(k)
+		}
+	})
+	return keys, lookupKeys
+}
+
+// strategyCase names one sluice strategy under test.
+type strategyCase struct {
+	name     string
+	strategy sluice.Strategy
+}
+
+// hotStrategies are the policies of the hot-key benchmarks: generous enough that a single key
+// checked tens of millions of times a second is admitted throughout a run, so every peer takes its
+// "allowed" path (allowed/op reports it). GCRA's emission interval may not be under 0.001 ms (a
+// million a second), so its headroom is a burst of 1e9 cells instead: at 10M checks a second the
+// TAT gains 9 s a second, and a run lasts about a second before a fresh limiter is made.
+var hotStrategies = []strategyCase{
+	{"gcra", sluice.GCRA{Limit: 1e6, PeriodMs: 1000, Burst: 1e9}},
+	{"tokenbucket", sluice.TokenBucket{Capacity: 1e15, RefillPerSec: 1e9}},
+	{"fixedwindow", sluice.FixedWindow{Limit: 1e15, WindowMs: 3_600_000}},
+}
+
+// keyStrategies are the policies of the many-keys and state-per-key benchmarks: an ordinary
+// per-user limit of 1000 a second. With 1M keys each key is checked a few dozen times a second at
+// most, so nearly every check is admitted.
+var keyStrategies = []strategyCase{
+	{"gcra", sluice.GCRA{Limit: 1000, PeriodMs: 1000, Burst: 1000}},
+	{"tokenbucket", sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1000}},
+	{"fixedwindow", sluice.FixedWindow{Limit: 60_000, WindowMs: 60_000}},
+}
+
+// newSluice returns a limiter holding one policy "p" of strategy s over a fresh memory store.
+func newSluice(tb testing.TB, s sluice.Strategy, cfg memory.Config) (*sluice.Limiter, *memory.Store) {
+	tb.Helper()
+	st := memory.New(cfg)
+	lim, err := sluice.New(st, sluice.MustPolicy("p", sluice.Limit{Strategy: s}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return lim, st
+}
+
+// newHotRate is x/time/rate's limiter for the hot key: 1e9 events a second, burst 1e9.
+func newHotRate() *rate.Limiter { return rate.NewLimiter(rate.Limit(1e9), 1e9) }
+
+// newKeyRate is x/time/rate's limiter for one of many keys: 1000 a second, burst 1000.
+func newKeyRate() *rate.Limiter { return rate.NewLimiter(rate.Limit(1000), 1000) }
+
+// newGoLimiter returns go-limiter's memorystore with so many tokens per interval, and an interval
+// so long, that no check in a benchmark run is denied. (memorystore refills at interval boundaries
+// only, to interval/tokens tokens per elapsed tick, so a short interval with many tokens would deny
+// nearly everything after the first tick; its default sweep, every 6 hours, never runs here.)
+func newGoLimiter(tb testing.TB) limiter.Store {
+	tb.Helper()
+	st, err := memorystore.New(&memorystore.Config{Tokens: 1 << 40, Interval: 24 * time.Hour})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+// rateMap is how x/time/rate is used for many keys: a map of limiters guarded by one mutex, each
+// created on first use.
+type rateMap struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func newRateMap() *rateMap { return &rateMap{m: make(map[string]*rate.Limiter)} }
+
+func (r *rateMap) allow(key string) bool {
+	r.mu.Lock()
+	l, ok := r.m[key]
+	if !ok {
+		l = newKeyRate()
+		r.m[key] = l
+	}
+	r.mu.Unlock()
+	return l.Allow()
+}
+
+// reportAllowed reports the share of checks that were admitted: a benchmark whose fixture denies
+// is measuring a different path.
+func reportAllowed(b *testing.B, allowed int64) {
+	b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+}
+
+// sizeClasses are the Go runtime's small-object size classes up to 1 KiB (runtime/sizeclasses.go),
+// which covers every key sluice accepts (sluice.MaxKeyLen is 1024).
+var sizeClasses = []int{
+	8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024,
+}
+
+// heapCostF is the heap that each of many pointer-free allocations of n bytes (such as copies of
+// keys) really takes: its size class. Allocations under 16 bytes go to the tiny allocator, which
+// packs as many as fit, each aligned to its size (8, 4, 2 or 1), into 16-byte blocks; a run of
+// equal-sized ones then costs 16 bytes divided by how many fit in a block. TestHeapCost checks
+// this against the heap itself.
+func heapCostF(n int) float64 {
+	switch {
+	case n == 0:
+		return 0
+	case n < 16:
+		align := 1
+		switch {
+		case n&7 == 0:
+			align = 8
+		case n&3 == 0:
+			align = 4
+		case n&1 == 0:
+			align = 2
+		}
+		step := (n + align - 1) / align * align
+		perBlock := 1 + (16-n)/step // objects at 0, step, 2*step, ... each ending by 16
+		return 16 / float64(perBlock)
+	}
+	for _, c := range sizeClasses {
+		if n <= c {
+			return float64(c)
+		}
+	}
+	panic("heapCostF: key longer than 1 KiB")
+}
