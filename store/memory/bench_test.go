@@ -10,7 +10,7 @@ import (
 )
 
 var strategies = []sluice.Strategy{
-	sluice.GCRA{Limit: 1e6, PeriodMs: 1000, Burst: 1e6},
+	sluice.GCRA{Limit: 1e6, PeriodMs: 1000, Burst: 1e9},
 	sluice.TokenBucket{Capacity: 1e9, RefillPerSec: 1e9},
 	sluice.FixedWindow{Limit: 1e15, WindowMs: 1000},
 	sluice.SlidingWindow{Limit: 1e15, WindowMs: 1000, Buckets: 10},
