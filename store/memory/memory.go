@@ -63,16 +63,20 @@ type Store struct {
 	mu   sync.Mutex               // guards defs and replacing bindings
 	defs map[string][]*definition // by policy name, oldest first
 
-	partIDs atomic.Uint64 // numbers parts in creation order: the order multi-key steps lock in
+	partIDs   atomic.Uint64 // numbers parts in creation order: the order multi-key steps lock in
+	closed    atomic.Bool
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	// The counters below are written by inserts and replays; the padding keeps them off the cache
+	// lines every check reads.
+	_ [128]byte
 	// given is the latest instant a caller passed instead of the store's clock, 0 if none: the
 	// sweep must not judge keys idle at an instant later than the timeline callers decide at.
 	given     atomic.Int64
 	keys      atomic.Int64
 	evictions atomic.Uint64
-	closed    atomic.Bool
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
 }
 
 // definition is the state of one definition of a policy: one part per limit. Equal policies, such

@@ -30,6 +30,8 @@ type table[S any] struct {
 	store *Store
 	idle  func(s S, now int64) bool // whether s decides like a fresh key at now and after
 
+	_ [64]byte // keeps what inserts write off the line every check of the shard reads
+
 	mu   sync.Mutex // guards inserts, deletes, rebuilds, and live, dead and cursor
 	live int        // live slots
 	dead int        // dead slots in arr
