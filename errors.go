@@ -12,6 +12,9 @@ var (
 	ErrUnknownPolicy = errors.New("sluice: unknown policy")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("sluice: store closed")
+	// ErrUnavailable means the store could not decide in time: unreachable, failing or too slow.
+	// A service answers it according to the policy's fail mode.
+	ErrUnavailable = errors.New("sluice: store unavailable")
 )
 
 // InvalidError is bad input: a cost, key, parameter or name out of range. Field names the offending

@@ -1,0 +1,379 @@
+// Package config reads sluice serve's configuration: a YAML file naming the store, the listen
+// addresses, the fail mode and the policies, with the conformance vectors' parameter names.
+//
+//	store: memory                  # a store URL; memory is the default
+//	http: 127.0.0.1:8080           # the HTTP JSON API, the forward-auth gate, /metrics
+//	grpc: 127.0.0.1:8081           # the native gRPC API and Envoy's rate-limit API
+//	failMode: open                 # when the store fails: open (allow) or closed (deny)
+//	storeTimeout: 50ms             # the longest a store call may take
+//	policies:
+//	  api:
+//	    strategy: gcra
+//	    limit: 100
+//	    period: 1m                 # or periodMs: 60000
+//	    burst: 20
+//	  gpt-4o:
+//	    failMode: closed
+//	    limits:
+//	      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
+//	      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
+//	envoy: [/etc/ratelimit/config/*.yaml]
+//
+// Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of the fields a file may leave out.
+const (
+	DefaultStore        = "memory"
+	DefaultHTTP         = "127.0.0.1:8080"
+	DefaultGRPC         = "127.0.0.1:8081"
+	DefaultStoreTimeout = 50 * time.Millisecond
+)
+
+// FailMode says what a check answers when the store cannot: FailOpen allows, FailClosed denies.
+type FailMode string
+
+const (
+	FailOpen   FailMode = "open"
+	FailClosed FailMode = "closed"
+)
+
+// Config is a parsed, validated configuration.
+type Config struct {
+	Store        string
+	HTTP         string
+	GRPC         string
+	FailMode     FailMode
+	StoreTimeout time.Duration
+	// Policies in name order, each built and validated.
+	Policies []Policy
+	// Envoy lists paths (globs allowed) of envoyproxy/ratelimit config files.
+	Envoy []string
+}
+
+// Policy is a configured policy and its fail mode (the file's, unless the policy sets its own).
+type Policy struct {
+	*sluice.Policy
+	FailMode FailMode
+}
+
+// ErrConfig is what every error of this package matches with errors.Is.
+var ErrConfig = errors.New("config: invalid")
+
+// Error is an invalid configuration: Path names the offending field, as in
+// "policies.api.limits[0].capacity".
+type Error struct {
+	Path   string
+	Reason string
+}
+
+func (e *Error) Error() string        { return "config: " + e.Path + ": " + e.Reason }
+func (e *Error) Is(target error) bool { return target == ErrConfig }
+
+func fail(path, format string, args ...any) *Error {
+	return &Error{Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Load reads and parses the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// file is the YAML document as written.
+type file struct {
+	Store        string               `yaml:"store"`
+	HTTP         string               `yaml:"http"`
+	GRPC         string               `yaml:"grpc"`
+	FailMode     string               `yaml:"failMode"`
+	StoreTimeout string               `yaml:"storeTimeout"`
+	Policies     map[string]rawPolicy `yaml:"policies"`
+	Envoy        []string             `yaml:"envoy"`
+}
+
+// rawPolicy is a policy as written: either one limit's fields inline, or limits.
+type rawPolicy struct {
+	rawLimit `yaml:",inline"`
+	FailMode string     `yaml:"failMode"`
+	Limits   []rawLimit `yaml:"limits"`
+}
+
+type rawLimit struct {
+	Name     string   `yaml:"name"`
+	Unit     string   `yaml:"unit"`
+	Strategy string   `yaml:"strategy"`
+	Limit    *float64 `yaml:"limit"`
+	Burst    *float64 `yaml:"burst"`
+	Capacity *float64 `yaml:"capacity"`
+	Refill   *float64 `yaml:"refillPerSec"`
+	Buckets  *int     `yaml:"buckets"`
+	PeriodMs *float64 `yaml:"periodMs"`
+	Period   string   `yaml:"period"`
+	WindowMs *float64 `yaml:"windowMs"`
+	Window   string   `yaml:"window"`
+}
+
+// Parse reads a YAML configuration, applies the defaults and validates it. Unknown fields are errors.
+func Parse(data []byte) (*Config, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && err != io.EOF {
+		return nil, fail("(file)", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c := &Config{
+		Store:        or(f.Store, DefaultStore),
+		HTTP:         or(f.HTTP, DefaultHTTP),
+		GRPC:         or(f.GRPC, DefaultGRPC),
+		FailMode:     FailMode(or(f.FailMode, string(FailOpen))),
+		StoreTimeout: DefaultStoreTimeout,
+		Envoy:        f.Envoy,
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if f.StoreTimeout != "" {
+		d, err := time.ParseDuration(f.StoreTimeout)
+		if err != nil || d <= 0 {
+			return nil, fail("storeTimeout", "must be a positive duration such as 50ms, got %q", f.StoreTimeout)
+		}
+		c.StoreTimeout = d
+	}
+	names := make([]string, 0, len(f.Policies))
+	for name := range f.Policies {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p, err := buildPolicy(name, f.Policies[name], c.FailMode)
+		if err != nil {
+			return nil, err
+		}
+		c.Policies = append(c.Policies, p)
+	}
+	for i, pattern := range c.Envoy {
+		if _, err := globCheck(pattern); err != nil {
+			return nil, fail(fmt.Sprintf("envoy[%d]", i), "%v", err)
+		}
+	}
+	return c, nil
+}
+
+// Check validates the fields that flags may override: call it after changing them.
+func (c *Config) Check() error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if c.StoreTimeout <= 0 {
+		return fail("storeTimeout", "must be positive, got %v", c.StoreTimeout)
+	}
+	return nil
+}
+
+func (c *Config) check() *Error {
+	for _, a := range []struct{ path, addr string }{{"http", c.HTTP}, {"grpc", c.GRPC}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			return fail(a.path, "must be host:port, got %q", a.addr)
+		}
+	}
+	if c.FailMode != FailOpen && c.FailMode != FailClosed {
+		return fail("failMode", "must be open or closed, got %q", c.FailMode)
+	}
+	return nil
+}
+
+// SluicePolicies returns the policies for a sluice.Limiter.
+func (c *Config) SluicePolicies() []*sluice.Policy {
+	out := make([]*sluice.Policy, len(c.Policies))
+	for i, p := range c.Policies {
+		out[i] = p.Policy
+	}
+	return out
+}
+
+// FailModeOf returns the fail mode of the named policy, or the file's for an unknown one.
+func (c *Config) FailModeOf(policy string) FailMode {
+	for _, p := range c.Policies {
+		if p.Name() == policy {
+			return p.FailMode
+		}
+	}
+	return c.FailMode
+}
+
+func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
+	path := "policies." + name
+	if rp.FailMode != "" {
+		mode = FailMode(rp.FailMode)
+		if mode != FailOpen && mode != FailClosed {
+			return Policy{}, fail(path+".failMode", "must be open or closed, got %q", rp.FailMode)
+		}
+	}
+	inline := rp.rawLimit != (rawLimit{})
+	var limits []sluice.Limit
+	var prefixes []string // the config path of each limit
+	switch {
+	case inline && len(rp.Limits) > 0:
+		return Policy{}, fail(path, "set either one limit's fields or limits, not both")
+	case inline:
+		l, err := buildLimit(path, rp.rawLimit)
+		if err != nil {
+			return Policy{}, err
+		}
+		limits, prefixes = []sluice.Limit{l}, []string{path}
+	case len(rp.Limits) == 0:
+		return Policy{}, fail(path, "needs a strategy or limits")
+	default:
+		for i, rl := range rp.Limits {
+			lp := fmt.Sprintf("%s.limits[%d]", path, i)
+			l, err := buildLimit(lp, rl)
+			if err != nil {
+				return Policy{}, err
+			}
+			limits, prefixes = append(limits, l), append(prefixes, lp)
+		}
+	}
+	p, err := sluice.NewPolicy(name, limits...)
+	if err != nil {
+		var ie *sluice.InvalidError
+		if !errors.As(err, &ie) {
+			return Policy{}, fail(path, "%v", err)
+		}
+		return Policy{}, fail(sluicePath(path, prefixes, ie.Field), "%s", ie.Reason)
+	}
+	return Policy{Policy: p, FailMode: mode}, nil
+}
+
+// sluicePath turns a field named by sluice.NewPolicy ("limits[1].capacity", "policy") into its
+// config path.
+func sluicePath(path string, prefixes []string, field string) string {
+	var i int
+	var rest string
+	if n, _ := fmt.Sscanf(field, "limits[%d].%s", &i, &rest); n == 2 && i < len(prefixes) {
+		return prefixes[i] + "." + rest
+	}
+	if field == "policy" {
+		return path + " (the name)"
+	}
+	return path + "." + field
+}
+
+func buildLimit(path string, rl rawLimit) (sluice.Limit, error) {
+	l := sluice.Limit{Name: rl.Name}
+	switch rl.Unit {
+	case "", "cost":
+	case "request":
+		l.Unit = sluice.UnitRequest
+	default:
+		return l, fail(path+".unit", "must be cost or request, got %q", rl.Unit)
+	}
+	num := func(field string, v *float64) (float64, error) {
+		if v == nil {
+			return 0, fail(path+"."+field, "is missing")
+		}
+		return *v, nil
+	}
+	period, err := millis(path, "period", rl.Period, rl.PeriodMs)
+	if err != nil {
+		return l, err
+	}
+	window, err := millis(path, "window", rl.Window, rl.WindowMs)
+	if err != nil {
+		return l, err
+	}
+	allowed := map[string][]string{
+		"gcra":             {"limit", "period", "burst"},
+		"tokenBucket":      {"capacity", "refillPerSec"},
+		"fixedWindow":      {"limit", "window"},
+		"slidingWindow":    {"limit", "window", "buckets"},
+		"slidingWindowLog": {"limit", "window"},
+	}
+	fields, ok := allowed[rl.Strategy]
+	if !ok {
+		return l, fail(path+".strategy", "must be gcra, tokenBucket, fixedWindow, slidingWindow or slidingWindowLog, got %q", rl.Strategy)
+	}
+	set := map[string]bool{"limit": rl.Limit != nil, "burst": rl.Burst != nil, "capacity": rl.Capacity != nil,
+		"refillPerSec": rl.Refill != nil, "buckets": rl.Buckets != nil, "period": period != nil, "window": window != nil}
+	for field, isSet := range set {
+		if isSet && !slices.Contains(fields, field) {
+			return l, fail(path+"."+field, "is not a parameter of %s", rl.Strategy)
+		}
+	}
+	var missing error
+	get := func(field string, v *float64) float64 {
+		x, err := num(field, v)
+		if missing == nil {
+			missing = err
+		}
+		return x
+	}
+	switch rl.Strategy {
+	case "gcra":
+		l.Strategy = sluice.GCRA{Limit: get("limit", rl.Limit), PeriodMs: get("period", period), Burst: get("burst", rl.Burst)}
+	case "tokenBucket":
+		l.Strategy = sluice.TokenBucket{Capacity: get("capacity", rl.Capacity), RefillPerSec: get("refillPerSec", rl.Refill)}
+	case "fixedWindow":
+		l.Strategy = sluice.FixedWindow{Limit: get("limit", rl.Limit), WindowMs: get("window", window)}
+	case "slidingWindow":
+		if rl.Buckets == nil {
+			return l, fail(path+".buckets", "is missing")
+		}
+		l.Strategy = sluice.SlidingWindow{Limit: get("limit", rl.Limit), WindowMs: get("window", window), Buckets: *rl.Buckets}
+	case "slidingWindowLog":
+		l.Strategy = sluice.SlidingWindowLog{Limit: get("limit", rl.Limit), WindowMs: get("window", window)}
+	}
+	return l, missing
+}
+
+// millis reads a duration given as a string (name: "1m") or in milliseconds (nameMs: 60000); nil if
+// neither is set.
+func millis(path, name, text string, ms *float64) (*float64, error) {
+	switch {
+	case text != "" && ms != nil:
+		return nil, fail(path+"."+name, "set %s or %sMs, not both", name, name)
+	case text != "":
+		d, err := time.ParseDuration(text)
+		if err != nil || d <= 0 {
+			return nil, fail(path+"."+name, "must be a positive duration such as 1m or 15m, got %q", text)
+		}
+		v := float64(d) / float64(time.Millisecond)
+		return &v, nil
+	}
+	return ms, nil
+}
+
+// globCheck rejects a malformed glob pattern; the files it names are read by the Envoy front end.
+func globCheck(pattern string) (string, error) {
+	if pattern == "" {
+		return "", errors.New("is empty")
+	}
+	_, err := filepath.Match(pattern, "")
+	return pattern, err
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

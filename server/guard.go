@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// guard is the store as the Server's limiter sees it: every call is bounded by the store timeout,
+// and a check the store cannot answer is decided by its policy's fail mode. A fail-open decision
+// is allowed with every number zero; a fail-closed one is ErrUnavailable. Operations other than
+// checks report ErrUnavailable whatever the mode.
+type guard struct {
+	inner sluice.Store
+	srv   *Server
+}
+
+// bound gives ctx the store timeout. The memory store never waits, so it is spared the timer.
+func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, local := g.inner.(*memory.Store); local {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, g.srv.cfg.Load().StoreTimeout)
+}
+
+// failed counts a store failure and reports whether err is one (not bad input, which the store
+// never sees, nor an unknown policy).
+func (g *guard) failed(ctx context.Context, err error) bool {
+	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnknownPolicy) {
+		return false
+	}
+	kind := "error"
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		kind = "timeout"
+	}
+	g.srv.metrics.storeErrors.WithLabelValues(kind).Inc()
+	g.srv.log.Warn("sluice: store failed", "kind", kind, "err", err)
+	return true
+}
+
+// decide answers a check the store failed, by the fail mode of policies: open only if all fail open.
+func (g *guard) decide(err error, policies ...*sluice.Policy) (sluice.Decision, error) {
+	cfg := g.srv.cfg.Load()
+	mode := config.FailOpen
+	for _, p := range policies {
+		if cfg.FailModeOf(p.Name()) == config.FailClosed {
+			mode = config.FailClosed
+		}
+	}
+	for _, p := range policies {
+		g.srv.metrics.failDecision.WithLabelValues(p.Name(), string(mode)).Inc()
+	}
+	if mode == config.FailClosed {
+		return sluice.Decision{}, unavailable(err)
+	}
+	return sluice.Decision{Allowed: true, DeniedBy: -1}, nil
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, sluice.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", sluice.ErrUnavailable, err)
+}
+
+func (g *guard) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	d, err := g.inner.Check(ctx, now, p, key, cost)
+	if g.failed(ctx, err) {
+		return g.decide(err, p)
+	}
+	return d, err
+}
+
+func (g *guard) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	err := g.inner.CheckMany(ctx, now, p, keys, cost, out)
+	if g.failed(ctx, err) {
+		d, err := g.decide(err, p)
+		for i := range out {
+			out[i] = d
+		}
+		return err
+	}
+	return err
+}
+
+func (g *guard) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	err := g.inner.CheckAll(ctx, now, ops, out)
+	if g.failed(ctx, err) {
+		policies := make([]*sluice.Policy, len(ops))
+		for i, op := range ops {
+			policies[i] = op.Policy
+		}
+		d, err := g.decide(err, policies...)
+		for i := range out {
+			out[i] = d
+		}
+		return err
+	}
+	return err
+}
+
+func (g *guard) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	d, err := g.inner.Peek(ctx, now, p, key)
+	if g.failed(ctx, err) {
+		return d, unavailable(err)
+	}
+	return d, err
+}
+
+func (g *guard) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	f, err := g.inner.Forecast(ctx, now, p, key, cost)
+	if g.failed(ctx, err) {
+		return f, unavailable(err)
+	}
+	return f, err
+}
+
+func (g *guard) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	err := g.inner.Refund(ctx, now, p, key, cost)
+	if g.failed(ctx, err) {
+		return unavailable(err)
+	}
+	return err
+}
+
+func (g *guard) Reset(ctx context.Context, p *sluice.Policy, key string) error {
+	ctx, cancel := g.bound(ctx)
+	defer cancel()
+	err := g.inner.Reset(ctx, p, key)
+	if g.failed(ctx, err) {
+		return unavailable(err)
+	}
+	return err
+}

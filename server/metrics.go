@@ -1,0 +1,54 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the service's Prometheus series. Labels are bounded: a policy label only ever holds
+// a configured policy's name (requests naming any other count under "(unknown)"), never a key.
+type metrics struct {
+	reg          *prometheus.Registry
+	decisions    *prometheus.CounterVec   // policy, outcome: allowed, denied, error
+	latency      *prometheus.HistogramVec // op
+	storeErrors  *prometheus.CounterVec   // kind: error, timeout
+	failDecision *prometheus.CounterVec   // policy, mode: open, closed
+	reloads      *prometheus.CounterVec   // result: ok, error
+}
+
+// unknownPolicy is the policy label of requests that name no configured policy.
+const unknownPolicy = "(unknown)"
+
+func newMetrics(store any) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total", Help: "Decisions by policy and outcome (allowed, denied, error).",
+		}, []string{"policy", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_decision_seconds", Help: "Time to answer a request, by operation.",
+			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3},
+		}, []string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total", Help: "Store calls that failed (error) or ran past storeTimeout (timeout).",
+		}, []string{"kind"}),
+		failDecision: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_fail_mode_decisions_total", Help: "Decisions made by a policy's fail mode because the store could not answer.",
+		}, []string{"policy", "mode"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total", Help: "Configuration reloads by result (ok, error).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.failDecision, m.reloads,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	if s, ok := store.(interface{ Len() int }); ok {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_keys", Help: "Keys the store holds.",
+		}, func() float64 { return float64(s.Len()) }))
+	}
+	if s, ok := store.(interface{ Evictions() uint64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_evictions_total", Help: "Keys evicted by the store's key cap before they were idle.",
+		}, func() float64 { return float64(s.Evictions()) }))
+	}
+	return m
+}

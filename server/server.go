@@ -1,0 +1,253 @@
+// Package server is sluice's service layer: the limiter that every front end (the HTTP JSON API, the
+// forward-auth gate, the native gRPC API, Envoy's rate-limit API) asks, built from a config file,
+// kept current by Reload, bounded by the store timeout, and measured.
+//
+// Front ends call the Server's operations and map its errors to their codes with Code: bad input is
+// CodeInvalid, an unknown policy CodeNotFound, a store that cannot answer under a fail-closed policy
+// CodeUnavailable. A denial is a decision, never an error.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Options configure a Server beyond its config file.
+type Options struct {
+	// AllowClientTime lets a request carry its own instant (now, epoch ms) for deterministic
+	// replay and tests. Off, a request that carries one is refused.
+	AllowClientTime bool
+	// Logger receives reloads and store failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server answers checks for every front end. It is safe for concurrent use.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	lim     *sluice.Limiter
+	guard   *guard
+	metrics *metrics
+
+	mu  sync.Mutex // serializes Reload
+	cfg atomic.Pointer[config.Config]
+}
+
+// New returns a Server over store with cfg's policies.
+func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.guard = &guard{inner: store, srv: s}
+	s.cfg.Store(cfg)
+	lim, err := sluice.New(s.guard, cfg.SluicePolicies()...)
+	if err != nil {
+		return nil, err
+	}
+	s.lim = lim
+	return s, nil
+}
+
+// Config returns the configuration in force.
+func (s *Server) Config() *config.Config { return s.cfg.Load() }
+
+// Reload swaps in cfg's policies, fail modes and store timeout atomically; unchanged policies keep
+// their state. The store and the listen addresses are read at start only: a change to them is
+// logged and takes effect at the next restart.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cfg.Load()
+	if err := s.lim.SetPolicies(cfg.SluicePolicies()...); err != nil {
+		s.metrics.reloads.WithLabelValues("error").Inc()
+		return err
+	}
+	s.cfg.Store(cfg)
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	if cfg.Store != old.Store || cfg.HTTP != old.HTTP || cfg.GRPC != old.GRPC {
+		s.log.Warn("sluice: store and listen addresses change only at restart",
+			"store", cfg.Store, "http", cfg.HTTP, "grpc", cfg.GRPC)
+	}
+	s.log.Info("sluice: config reloaded", "policies", len(cfg.Policies))
+	return nil
+}
+
+// ReloadFailed counts a configuration that could not be loaded; the old one keeps serving.
+func (s *Server) ReloadFailed(err error) {
+	s.metrics.reloads.WithLabelValues("error").Inc()
+	s.log.Error("sluice: config rejected; the previous one keeps serving", "err", err)
+}
+
+// Limiter is the Server's limiter, for front ends that need its policies.
+func (s *Server) Limiter() *sluice.Limiter { return s.lim }
+
+// MetricsHandler serves the Prometheus metrics.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Ready reports whether the Server can answer: a config is loaded and the store is reachable.
+func (s *Server) Ready(ctx context.Context) error {
+	if s.cfg.Load() == nil {
+		return errors.New("server: no config")
+	}
+	if p, ok := s.guard.inner.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+// Code classifies an error of the Server's operations for a front end to map.
+type Code int
+
+const (
+	CodeOK          Code = iota
+	CodeInvalid          // bad input: HTTP 400, gRPC INVALID_ARGUMENT
+	CodeNotFound         // unknown policy: HTTP 404, gRPC NOT_FOUND
+	CodeUnavailable      // the store could not answer and the policy fails closed: 503, UNAVAILABLE
+	CodeInternal         // anything else: 500, INTERNAL
+)
+
+// CodeOf classifies err.
+func CodeOf(err error) Code {
+	switch {
+	case err == nil:
+		return CodeOK
+	case errors.Is(err, sluice.ErrInvalid):
+		return CodeInvalid
+	case errors.Is(err, sluice.ErrUnknownPolicy):
+		return CodeNotFound
+	case errors.Is(err, sluice.ErrUnavailable), errors.Is(err, sluice.ErrClosed):
+		return CodeUnavailable
+	}
+	return CodeInternal
+}
+
+// at applies a client-given instant (epoch ms, 0 for none) to ctx.
+func (s *Server) at(ctx context.Context, now int64) (context.Context, error) {
+	switch {
+	case now == 0:
+		return ctx, nil
+	case !s.opts.AllowClientTime:
+		return nil, &sluice.InvalidError{Field: "now", Reason: "client time is refused unless the server runs with --allow-client-time"}
+	case now < 0:
+		return nil, &sluice.InvalidError{Field: "now", Reason: fmt.Sprintf("must be positive epoch ms, got %d", now)}
+	}
+	return sluice.WithNow(ctx, now), nil
+}
+
+// observe records one request of op on policy.
+func (s *Server) observe(op, policy string, start time.Time, allowed []bool, err error) {
+	s.metrics.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if _, known := s.lim.Policy(policy); !known {
+		policy = unknownPolicy
+	}
+	if err != nil {
+		s.metrics.decisions.WithLabelValues(policy, "error").Inc()
+		return
+	}
+	for _, a := range allowed {
+		outcome := "denied"
+		if a {
+			outcome = "allowed"
+		}
+		s.metrics.decisions.WithLabelValues(policy, outcome).Inc()
+	}
+}
+
+// Check consumes cost for key under policy. now is a client-given instant, 0 for the server's.
+func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost int64) (sluice.Decision, error) {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	var d sluice.Decision
+	if err == nil {
+		d, err = s.lim.Check(ctx, policy, key, cost)
+	}
+	s.observe("check", policy, start, []bool{d.Allowed}, err)
+	return d, err
+}
+
+// CheckMany checks each key independently at one instant.
+func (s *Server) CheckMany(ctx context.Context, now int64, policy string, keys []string, cost int64) ([]sluice.Decision, error) {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	var ds []sluice.Decision
+	if err == nil {
+		ds, err = s.lim.CheckMany(ctx, policy, keys, cost)
+	}
+	allowed := make([]bool, len(ds))
+	for i, d := range ds {
+		allowed[i] = d.Allowed
+	}
+	s.observe("check_many", policy, start, allowed, err)
+	return ds, err
+}
+
+// CheckAll checks items together, all or nothing.
+func (s *Server) CheckAll(ctx context.Context, now int64, items []sluice.Item) (sluice.Decision, error) {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	var d sluice.Decision
+	if err == nil {
+		d, err = s.lim.CheckAll(ctx, items...)
+	}
+	for _, it := range items {
+		s.observe("check_all", it.Policy, start, []bool{d.Allowed}, err)
+	}
+	return d, err
+}
+
+// Peek reports key's state without consuming.
+func (s *Server) Peek(ctx context.Context, now int64, policy, key string) (sluice.Decision, error) {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	var d sluice.Decision
+	if err == nil {
+		d, err = s.lim.Peek(ctx, policy, key)
+	}
+	s.metrics.latency.WithLabelValues("peek").Observe(time.Since(start).Seconds())
+	return d, err
+}
+
+// Forecast projects key's capacity for checks of cost.
+func (s *Server) Forecast(ctx context.Context, now int64, policy, key string, cost int64) (sluice.Forecast, error) {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	var f sluice.Forecast
+	if err == nil {
+		f, err = s.lim.Forecast(ctx, policy, key, cost)
+	}
+	s.metrics.latency.WithLabelValues("forecast").Observe(time.Since(start).Seconds())
+	return f, err
+}
+
+// Refund gives cost back to key.
+func (s *Server) Refund(ctx context.Context, now int64, policy, key string, cost int64) error {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	if err == nil {
+		err = s.lim.Refund(ctx, policy, key, cost)
+	}
+	s.metrics.latency.WithLabelValues("refund").Observe(time.Since(start).Seconds())
+	return err
+}
+
+// Reset forgets key under policy.
+func (s *Server) Reset(ctx context.Context, policy, key string) error {
+	start := time.Now()
+	err := s.lim.Reset(ctx, policy, key)
+	s.metrics.latency.WithLabelValues("reset").Observe(time.Since(start).Seconds())
+	return err
+}
