@@ -27,14 +27,15 @@ func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, g.srv.cfg.Load().StoreTimeout)
 }
 
-// failed counts a store failure and reports whether err is one (not bad input, which the store
-// never sees, nor an unknown policy).
-func (g *guard) failed(ctx context.Context, err error) bool {
-	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnknownPolicy) {
+// failed counts a store failure and reports whether err is one: not bad input, which the store
+// never sees, not an unknown policy, and not the caller giving up (parent is the caller's context,
+// ctx the one bounded by the store timeout).
+func (g *guard) failed(parent, ctx context.Context, err error) bool {
+	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnknownPolicy) || parent.Err() != nil {
 		return false
 	}
 	kind := "error"
-	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		kind = "timeout"
 	}
 	g.srv.metrics.storeErrors.WithLabelValues(kind).Inc()
@@ -68,20 +69,20 @@ func unavailable(err error) error {
 }
 
 func (g *guard) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	d, err := g.inner.Check(ctx, now, p, key, cost)
-	if g.failed(ctx, err) {
+	d, err := g.inner.Check(bounded, now, p, key, cost)
+	if g.failed(ctx, bounded, err) {
 		return g.decide(err, p)
 	}
 	return d, err
 }
 
 func (g *guard) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := g.inner.CheckMany(ctx, now, p, keys, cost, out)
-	if g.failed(ctx, err) {
+	err := g.inner.CheckMany(bounded, now, p, keys, cost, out)
+	if g.failed(ctx, bounded, err) {
 		d, err := g.decide(err, p)
 		for i := range out {
 			out[i] = d
@@ -92,10 +93,10 @@ func (g *guard) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 }
 
 func (g *guard) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := g.inner.CheckAll(ctx, now, ops, out)
-	if g.failed(ctx, err) {
+	err := g.inner.CheckAll(bounded, now, ops, out)
+	if g.failed(ctx, bounded, err) {
 		policies := make([]*sluice.Policy, len(ops))
 		for i, op := range ops {
 			policies[i] = op.Policy
@@ -110,40 +111,40 @@ func (g *guard) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 }
 
 func (g *guard) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	d, err := g.inner.Peek(ctx, now, p, key)
-	if g.failed(ctx, err) {
+	d, err := g.inner.Peek(bounded, now, p, key)
+	if g.failed(ctx, bounded, err) {
 		return d, unavailable(err)
 	}
 	return d, err
 }
 
 func (g *guard) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	f, err := g.inner.Forecast(ctx, now, p, key, cost)
-	if g.failed(ctx, err) {
+	f, err := g.inner.Forecast(bounded, now, p, key, cost)
+	if g.failed(ctx, bounded, err) {
 		return f, unavailable(err)
 	}
 	return f, err
 }
 
 func (g *guard) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := g.inner.Refund(ctx, now, p, key, cost)
-	if g.failed(ctx, err) {
+	err := g.inner.Refund(bounded, now, p, key, cost)
+	if g.failed(ctx, bounded, err) {
 		return unavailable(err)
 	}
 	return err
 }
 
 func (g *guard) Reset(ctx context.Context, p *sluice.Policy, key string) error {
-	ctx, cancel := g.bound(ctx)
+	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := g.inner.Reset(ctx, p, key)
-	if g.failed(ctx, err) {
+	err := g.inner.Reset(bounded, p, key)
+	if g.failed(ctx, bounded, err) {
 		return unavailable(err)
 	}
 	return err

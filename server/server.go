@@ -98,12 +98,15 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
-// Ready reports whether the Server can answer: a config is loaded and the store is reachable.
+// Ready reports whether the Server can answer: a config is loaded and the store is reachable
+// within the store timeout.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.cfg.Load() == nil {
 		return errors.New("server: no config")
 	}
 	if p, ok := s.guard.inner.(interface{ Ping(context.Context) error }); ok {
+		ctx, cancel := s.guard.bound(ctx)
+		defer cancel()
 		return p.Ping(ctx)
 	}
 	return nil
@@ -148,9 +151,13 @@ func (s *Server) at(ctx context.Context, now int64) (context.Context, error) {
 	return sluice.WithNow(ctx, now), nil
 }
 
-// observe records one request of op on policy.
-func (s *Server) observe(op, policy string, start time.Time, allowed []bool, err error) {
+// observe records the latency of one request of op.
+func (s *Server) observe(op string, start time.Time) {
 	s.metrics.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// count records the outcomes of policy's decisions, or one error.
+func (s *Server) count(policy string, allowed, denied int, err error) {
 	if _, known := s.lim.Policy(policy); !known {
 		policy = unknownPolicy
 	}
@@ -158,13 +165,20 @@ func (s *Server) observe(op, policy string, start time.Time, allowed []bool, err
 		s.metrics.decisions.WithLabelValues(policy, "error").Inc()
 		return
 	}
-	for _, a := range allowed {
-		outcome := "denied"
-		if a {
-			outcome = "allowed"
-		}
-		s.metrics.decisions.WithLabelValues(policy, outcome).Inc()
+	if allowed > 0 {
+		s.metrics.decisions.WithLabelValues(policy, "allowed").Add(float64(allowed))
 	}
+	if denied > 0 {
+		s.metrics.decisions.WithLabelValues(policy, "denied").Add(float64(denied))
+	}
+}
+
+// outcome is 1, 0 for an allowed decision and 0, 1 for a denied one.
+func outcome(allowed bool) (int, int) {
+	if allowed {
+		return 1, 0
+	}
+	return 0, 1
 }
 
 // Check consumes cost for key under policy. now is a client-given instant, 0 for the server's.
@@ -175,7 +189,9 @@ func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost 
 	if err == nil {
 		d, err = s.lim.Check(ctx, policy, key, cost)
 	}
-	s.observe("check", policy, start, []bool{d.Allowed}, err)
+	a, n := outcome(d.Allowed)
+	s.count(policy, a, n, err)
+	s.observe("check", start)
 	return d, err
 }
 
@@ -187,11 +203,14 @@ func (s *Server) CheckMany(ctx context.Context, now int64, policy string, keys [
 	if err == nil {
 		ds, err = s.lim.CheckMany(ctx, policy, keys, cost)
 	}
-	allowed := make([]bool, len(ds))
-	for i, d := range ds {
-		allowed[i] = d.Allowed
+	allowed := 0
+	for _, d := range ds {
+		if d.Allowed {
+			allowed++
+		}
 	}
-	s.observe("check_many", policy, start, allowed, err)
+	s.count(policy, allowed, len(ds)-allowed, err)
+	s.observe("check_many", start)
 	return ds, err
 }
 
@@ -203,9 +222,11 @@ func (s *Server) CheckAll(ctx context.Context, now int64, items []sluice.Item) (
 	if err == nil {
 		d, err = s.lim.CheckAll(ctx, items...)
 	}
+	a, n := outcome(d.Allowed)
 	for _, it := range items {
-		s.observe("check_all", it.Policy, start, []bool{d.Allowed}, err)
+		s.count(it.Policy, a, n, err)
 	}
+	s.observe("check_all", start)
 	return d, err
 }
 
@@ -217,7 +238,7 @@ func (s *Server) Peek(ctx context.Context, now int64, policy, key string) (sluic
 	if err == nil {
 		d, err = s.lim.Peek(ctx, policy, key)
 	}
-	s.metrics.latency.WithLabelValues("peek").Observe(time.Since(start).Seconds())
+	s.observe("peek", start)
 	return d, err
 }
 
@@ -229,7 +250,7 @@ func (s *Server) Forecast(ctx context.Context, now int64, policy, key string, co
 	if err == nil {
 		f, err = s.lim.Forecast(ctx, policy, key, cost)
 	}
-	s.metrics.latency.WithLabelValues("forecast").Observe(time.Since(start).Seconds())
+	s.observe("forecast", start)
 	return f, err
 }
 
@@ -240,7 +261,7 @@ func (s *Server) Refund(ctx context.Context, now int64, policy, key string, cost
 	if err == nil {
 		err = s.lim.Refund(ctx, policy, key, cost)
 	}
-	s.metrics.latency.WithLabelValues("refund").Observe(time.Since(start).Seconds())
+	s.observe("refund", start)
 	return err
 }
 
@@ -248,6 +269,6 @@ func (s *Server) Refund(ctx context.Context, now int64, policy, key string, cost
 func (s *Server) Reset(ctx context.Context, policy, key string) error {
 	start := time.Now()
 	err := s.lim.Reset(ctx, policy, key)
-	s.metrics.latency.WithLabelValues("reset").Observe(time.Since(start).Seconds())
+	s.observe("reset", start)
 	return err
 }
