@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,9 +137,18 @@ type rawLimit struct {
 // Parse reads a YAML configuration, applies the defaults and validates it. Unknown fields are errors.
 func Parse(data []byte) (*Config, error) {
 	var f file
+	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && err != io.EOF {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, fail("(file)", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := dec.Decode(new(yaml.Node)); err != io.EOF {
+		return nil, fail("(file)", "holds more than one YAML document")
+	}
+	if err := checkKeys(&doc); err != nil {
+		return nil, err
+	}
+	if err := doc.Decode(&f); err != nil && doc.Kind != 0 {
 		return nil, fail("(file)", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c := &Config{
@@ -259,17 +269,28 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 		if !errors.As(err, &ie) {
 			return Policy{}, fail(path, "%v", err)
 		}
-		return Policy{}, fail(sluicePath(path, prefixes, ie.Field), "%s", ie.Reason)
+		written := rp.Limits
+		if inline {
+			written = []rawLimit{rp.rawLimit}
+		}
+		return Policy{}, fail(sluicePath(path, prefixes, written, ie.Field), "%s", ie.Reason)
 	}
 	return Policy{Policy: p, FailMode: mode}, nil
 }
 
 // sluicePath turns a field named by sluice.NewPolicy ("limits[1].capacity", "policy") into its
 // config path.
-func sluicePath(path string, prefixes []string, field string) string {
+func sluicePath(path string, prefixes []string, written []rawLimit, field string) string {
 	var i int
 	var rest string
 	if n, _ := fmt.Sscanf(field, "limits[%d].%s", &i, &rest); n == 2 && i < len(prefixes) {
+		// Name a duration the way the file wrote it.
+		if rest == "periodMs" && written[i].Period != "" {
+			rest = "period"
+		}
+		if rest == "windowMs" && written[i].Window != "" {
+			rest = "window"
+		}
 		return prefixes[i] + "." + rest
 	}
 	if field == "policy" {
@@ -312,11 +333,13 @@ func buildLimit(path string, rl rawLimit) (sluice.Limit, error) {
 	if !ok {
 		return l, fail(path+".strategy", "must be gcra, tokenBucket, fixedWindow, slidingWindow or slidingWindowLog, got %q", rl.Strategy)
 	}
-	set := map[string]bool{"limit": rl.Limit != nil, "burst": rl.Burst != nil, "capacity": rl.Capacity != nil,
-		"refillPerSec": rl.Refill != nil, "buckets": rl.Buckets != nil, "period": period != nil, "window": window != nil}
-	for field, isSet := range set {
-		if isSet && !slices.Contains(fields, field) {
-			return l, fail(path+"."+field, "is not a parameter of %s", rl.Strategy)
+	for _, p := range []struct {
+		field string
+		set   bool
+	}{{"limit", rl.Limit != nil}, {"period", period != nil}, {"burst", rl.Burst != nil}, {"capacity", rl.Capacity != nil},
+		{"refillPerSec", rl.Refill != nil}, {"window", window != nil}, {"buckets", rl.Buckets != nil}} {
+		if p.set && !slices.Contains(fields, p.field) {
+			return l, fail(path+"."+p.field, "is not a parameter of %s", rl.Strategy)
 		}
 	}
 	var missing error
@@ -369,6 +392,71 @@ func globCheck(pattern string) (string, error) {
 	}
 	_, err := filepath.Match(pattern, "")
 	return pattern, err
+}
+
+// Keys a file may hold, by level: checkKeys names an unknown one by its path.
+var (
+	fileKeys  = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy"}
+	limitKeys = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
+		"periodMs", "period", "windowMs", "window"}
+	policyKeys = append([]string{"failMode", "limits"}, limitKeys...)
+)
+
+// checkKeys rejects a mapping key the file format does not have, naming its path.
+func checkKeys(doc *yaml.Node) error {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if err := keysIn(root, "", fileKeys); err != nil {
+		return err
+	}
+	policies := valueOf(root, "policies")
+	if policies == nil || policies.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(policies.Content); i += 2 {
+		path := "policies." + policies.Content[i].Value
+		p := policies.Content[i+1]
+		if err := keysIn(p, path+".", policyKeys); err != nil {
+			return err
+		}
+		if limits := valueOf(p, "limits"); limits != nil && limits.Kind == yaml.SequenceNode {
+			for j, l := range limits.Content {
+				if err := keysIn(l, fmt.Sprintf("%s.limits[%d].", path, j), limitKeys); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func keysIn(m *yaml.Node, prefix string, allowed []string) error {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := m.Content[i].Value
+		if !slices.Contains(allowed, k) {
+			return fail(prefix+strconv.Quote(k), "unknown field (line %d)", m.Content[i].Line)
+		}
+		if seen[k] {
+			return fail(prefix+k, "set twice (line %d)", m.Content[i].Line)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func valueOf(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func or(s, def string) string {

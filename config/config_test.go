@@ -1,0 +1,356 @@
+package config_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+func mustParse(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return c
+}
+
+// policy returns the policy named name of c.
+func policy(t *testing.T, c *config.Config, name string) config.Policy {
+	t.Helper()
+	for _, p := range c.Policies {
+		if p.Name() == name {
+			return p
+		}
+	}
+	t.Fatalf("no policy %q", name)
+	return config.Policy{}
+}
+
+func TestDefaults(t *testing.T) {
+	for _, tt := range []struct{ name, yaml string }{
+		{"empty file", ""},
+		{"comment only", "# nothing here\n"},
+		{"null document", "~"},
+		{"empty values", "store: ''\nhttp: ''\ngrpc: ''\nfailMode: ''\nstoreTimeout: ''"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.yaml)
+			want := &config.Config{Store: "memory", HTTP: "127.0.0.1:8080", GRPC: "127.0.0.1:8081",
+				FailMode: config.FailOpen, StoreTimeout: 50 * time.Millisecond}
+			if !reflect.DeepEqual(c, want) {
+				t.Errorf("Parse = %+v, want %+v", c, want)
+			}
+		})
+	}
+}
+
+func TestEveryField(t *testing.T) {
+	c := mustParse(t, `
+store: redis://cache:6379/0
+http: 0.0.0.0:9090
+grpc: "[::1]:9091"
+failMode: closed
+storeTimeout: 250ms
+envoy: [/etc/ratelimit/config/*.yaml, /etc/ratelimit/extra.yaml]
+policies:
+  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}
+  partner: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667, failMode: open}
+`)
+	if c.Store != "redis://cache:6379/0" || c.HTTP != "0.0.0.0:9090" || c.GRPC != "[::1]:9091" ||
+		c.FailMode != config.FailClosed || c.StoreTimeout != 250*time.Millisecond {
+		t.Errorf("Parse = %+v", c)
+	}
+	if want := []string{"/etc/ratelimit/config/*.yaml", "/etc/ratelimit/extra.yaml"}; !slices.Equal(c.Envoy, want) {
+		t.Errorf("Envoy = %q, want %q", c.Envoy, want)
+	}
+	names := make([]string, len(c.Policies))
+	for i, p := range c.Policies {
+		names[i] = p.Name()
+	}
+	if want := []string{"api", "partner"}; !slices.Equal(names, want) {
+		t.Errorf("policies %q, want %q in name order", names, want)
+	}
+	if got := policy(t, c, "api").FailMode; got != config.FailClosed {
+		t.Errorf("api fail mode %q, want the file's, closed", got)
+	}
+	if got := policy(t, c, "partner").FailMode; got != config.FailOpen {
+		t.Errorf("partner fail mode %q, want its own, open", got)
+	}
+	if got := c.FailModeOf("partner"); got != config.FailOpen {
+		t.Errorf("FailModeOf(partner) = %q, want open", got)
+	}
+	if got := c.FailModeOf("nope"); got != config.FailClosed {
+		t.Errorf("FailModeOf(nope) = %q, want the file's, closed", got)
+	}
+	ps := c.SluicePolicies()
+	if len(ps) != 2 || ps[0] != c.Policies[0].Policy || ps[1] != c.Policies[1].Policy {
+		t.Errorf("SluicePolicies = %v, want the policies in order", ps)
+	}
+}
+
+func TestStrategies(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		want       sluice.Strategy
+	}{
+		{"gcra, period", "{strategy: gcra, limit: 100, period: 1m, burst: 20}", sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 20}},
+		{"gcra, periodMs", "{strategy: gcra, limit: 100, periodMs: 60000, burst: 20}", sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 20}},
+		{"gcra, fractional", "{strategy: gcra, limit: 0.5, period: 1.5s, burst: 1.5}", sluice.GCRA{Limit: 0.5, PeriodMs: 1500, Burst: 1.5}},
+		{"tokenBucket", "{strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667}", sluice.TokenBucket{Capacity: 100, RefillPerSec: 100.0 / 60}},
+		{"fixedWindow, window", "{strategy: fixedWindow, limit: 50, window: 15m}", sluice.FixedWindow{Limit: 50, WindowMs: 900_000}},
+		{"fixedWindow, windowMs", "{strategy: fixedWindow, limit: 50, windowMs: 900000}", sluice.FixedWindow{Limit: 50, WindowMs: 900_000}},
+		{"fixedWindow, sub-millisecond duration", "{strategy: fixedWindow, limit: 50, window: 1500us}", sluice.FixedWindow{Limit: 50, WindowMs: 1.5}},
+		{"slidingWindow", "{strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}", sluice.SlidingWindow{Limit: 2, WindowMs: 60_000, Buckets: 60}},
+		{"slidingWindowLog", "{strategy: slidingWindowLog, limit: 10, windowMs: 1000}", sluice.SlidingWindowLog{Limit: 10, WindowMs: 1000}},
+		{"block style", "\n    strategy: fixedWindow\n    limit: 5\n    window: 1h", sluice.FixedWindow{Limit: 5, WindowMs: 3_600_000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy(t, mustParse(t, "policies:\n  p: "+tt.spec), "p")
+			if len(p.Limits()) != 1 {
+				t.Fatalf("%d limits, want 1", len(p.Limits()))
+			}
+			if l := p.Limits()[0]; l.Strategy != tt.want || l.Unit != sluice.UnitCost || l.Name != "" {
+				t.Errorf("limit = %+v, want %+v counting cost", l, tt.want)
+			}
+		})
+	}
+}
+
+func TestComposite(t *testing.T) {
+	c := mustParse(t, `
+policies:
+  gpt-4o:
+    failMode: closed
+    limits:
+      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
+      - {name: tokens, unit: cost, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
+      - {strategy: fixedWindow, limit: 100000, window: 24h}
+`)
+	p := policy(t, c, "gpt-4o")
+	want := []sluice.Limit{
+		{Name: "requests", Unit: sluice.UnitRequest, Strategy: sluice.SlidingWindow{Limit: 2, WindowMs: 60_000, Buckets: 60}},
+		{Name: "tokens", Strategy: sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1000.0 / 60}},
+		{Strategy: sluice.FixedWindow{Limit: 100_000, WindowMs: 86_400_000}},
+	}
+	if !reflect.DeepEqual(p.Limits(), want) {
+		t.Errorf("limits\n got %+v\nwant %+v", p.Limits(), want)
+	}
+	if p.FailMode != config.FailClosed || c.FailMode != config.FailOpen {
+		t.Errorf("fail modes: policy %q file %q, want closed and open", p.FailMode, c.FailMode)
+	}
+	// The request limit does not bound the cost.
+	if p.MaxCost() != 1000 {
+		t.Errorf("MaxCost = %d, want 1000", p.MaxCost())
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		path       string // config.Error.Path
+		reason     string // contained in the reason
+	}{
+		{"http not host:port", "http: nope", "http", `must be host:port, got "nope"`},
+		{"grpc not host:port", "grpc: '8081'", "grpc", "must be host:port"},
+		{"failMode", "failMode: maybe", "failMode", `must be open or closed, got "maybe"`},
+		{"storeTimeout without a unit", "storeTimeout: 50", "storeTimeout", `must be a positive duration such as 50ms, got "50"`},
+		{"storeTimeout negative", "storeTimeout: -1s", "storeTimeout", "positive duration"},
+		{"storeTimeout zero", "storeTimeout: 0s", "storeTimeout", "positive duration"},
+		{"policy failMode", "policies:\n  a: {failMode: sometimes, strategy: fixedWindow, limit: 1, window: 1s}", "policies.a.failMode", `got "sometimes"`},
+		{"refillPerSec of a composite", "policies:\n  gpt-4o:\n    limits:\n      - {strategy: fixedWindow, limit: 2, window: 1m}\n      - {strategy: tokenBucket, capacity: 1000, refillPerSec: -1}",
+			"policies.gpt-4o.limits[1].refillPerSec", "must be above 0"},
+		{"missing parameter of a composite", "policies:\n  m:\n    limits:\n      - {strategy: tokenBucket, capacity: 1000}",
+			"policies.m.limits[0].refillPerSec", "is missing"},
+		{"period and periodMs", "policies:\n  a: {strategy: gcra, limit: 1, period: 1m, periodMs: 60000, burst: 1}", "policies.a.period", "set period or periodMs, not both"},
+		{"window and windowMs", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1m, windowMs: 60000}", "policies.a.window", "not both"},
+		{"bad duration", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: soon}", "policies.a.window", `got "soon"`},
+		{"zero duration", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 0s}", "policies.a.window", "positive duration"},
+		{"duration below 1 ms", "policies:\n  a: {strategy: gcra, limit: 1, period: 500us, burst: 1}", "policies.a.period", "must be from 1"},
+		{"milliseconds below 1", "policies:\n  a: {strategy: gcra, limit: 1, periodMs: 0.5, burst: 1}", "policies.a.periodMs", "must be from 1"},
+		{"unknown strategy", "policies:\n  a: {strategy: leakyBucket, limit: 1}", "policies.a.strategy", `got "leakyBucket"`},
+		{"no strategy", "policies:\n  a: {limit: 1, window: 1s}", "policies.a.strategy", `got ""`},
+		{"parameter of another strategy", "policies:\n  a: {strategy: tokenBucket, capacity: 1, refillPerSec: 1, burst: 2}", "policies.a.burst", "is not a parameter of tokenBucket"},
+		{"duration of another strategy", "policies:\n  a: {strategy: tokenBucket, capacity: 1, refillPerSec: 1, window: 1s}", "policies.a.window", "is not a parameter of tokenBucket"},
+		{"missing parameter", "policies:\n  a: {strategy: gcra, limit: 1, burst: 1}", "policies.a.period", "is missing"},
+		{"missing buckets", "policies:\n  a: {strategy: slidingWindow, limit: 1, window: 1s}", "policies.a.buckets", "is missing"},
+		{"buckets out of range", "policies:\n  a: {strategy: slidingWindow, limit: 1, window: 1s, buckets: 0}", "policies.a.buckets", "from 1 to 4096"},
+		{"fractional log limit", "policies:\n  a: {strategy: slidingWindowLog, limit: 1.5, window: 1s}", "policies.a.limit", "whole number"},
+		{"infinite capacity", "policies:\n  a: {strategy: tokenBucket, capacity: .inf, refillPerSec: 1}", "policies.a.capacity", "+Inf"},
+		{"NaN capacity", "policies:\n  a: {strategy: tokenBucket, capacity: .nan, refillPerSec: 1}", "policies.a.capacity", "NaN"},
+		{"unknown unit", "policies:\n  a: {unit: bytes, strategy: fixedWindow, limit: 1, window: 1s}", "policies.a.unit", `must be cost or request, got "bytes"`},
+		{"no limits", "policies:\n  a: {failMode: closed}", "policies.a", "needs a strategy or limits"},
+		{"empty policy", "policies:\n  a:", "policies.a", "needs a strategy or limits"},
+		{"inline and limits", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, limits: [{strategy: fixedWindow, limit: 1, window: 1s}]}", "policies.a", "not both"},
+		{"bad policy name", "policies:\n  'bad name': {strategy: fixedWindow, limit: 1, window: 1s}", "policies.bad name (the name)", "may hold only"},
+		{"bad envoy glob", "envoy: [/etc/ok/*.yaml, '/etc/[bad']", "envoy[1]", "syntax error in pattern"},
+		{"empty envoy path", "envoy: ['']", "envoy[0]", "is empty"},
+		// yaml.v3 reports unknown fields and type errors with a line, not a path.
+		{"unknown top-level field", "store: memory\nbogus: 1", `"bogus"`, "unknown field (line 2)"},
+		{"unknown policy field", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, bogus: 2}", `policies.a."bogus"`, "unknown field (line 2)"},
+		{"failMode on a limit", "policies:\n  a:\n    limits:\n      - {strategy: fixedWindow, limit: 1, window: 1s, failMode: open}", `policies.a.limits[0]."failMode"`, "unknown field (line 4)"},
+		{"a field set twice", "http: 127.0.0.1:1\nhttp: 127.0.0.1:2", "http", "set twice (line 2)"},
+		{"two documents", "store: memory\n---\nstore: memory", "(file)", "more than one YAML document"},
+		{"limit of another type", "policies:\n  a: {strategy: fixedWindow, limit: many, window: 1s}", "(file)", "cannot unmarshal"},
+		{"not a mapping", "- store", "(file)", "cannot unmarshal"},
+		{"not YAML", "policies: {", "(file)", ""},
+		{"duplicate policy", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s}\n  a: {strategy: fixedWindow, limit: 2, window: 1s}", "(file)", "already defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tt.yaml))
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse = %+v, %v; want a *config.Error", c, err)
+			}
+			if !errors.Is(err, config.ErrConfig) {
+				t.Errorf("errors.Is(%v, ErrConfig) = false", err)
+			}
+			if ce.Path != tt.path || !strings.Contains(ce.Reason, tt.reason) {
+				t.Errorf("error %q (path %q), want path %q and a reason containing %q", err, ce.Path, tt.path, tt.reason)
+			}
+			if want := "config: " + ce.Path + ": "; !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %q, want it to start with %q", err, want)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	base := func() *config.Config { return mustParse(t, "") }
+	tests := []struct {
+		name   string
+		change func(*config.Config)
+		path   string // "" for valid
+	}{
+		{"valid", func(*config.Config) {}, ""},
+		{"http flag", func(c *config.Config) { c.HTTP = ":80" }, ""},
+		{"bad http flag", func(c *config.Config) { c.HTTP = "localhost" }, "http"},
+		{"bad grpc flag", func(c *config.Config) { c.GRPC = "" }, "grpc"},
+		{"bad fail mode", func(c *config.Config) { c.FailMode = "ajar" }, "failMode"},
+		{"no store timeout", func(c *config.Config) { c.StoreTimeout = 0 }, "storeTimeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base()
+			tt.change(c)
+			err := c.Check()
+			var ce *config.Error
+			switch {
+			case tt.path == "" && err != nil:
+				t.Errorf("Check = %v, want nil", err)
+			case tt.path != "" && (!errors.As(err, &ce) || ce.Path != tt.path):
+				t.Errorf("Check = %v, want an error at %q", err, tt.path)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte("policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil || len(c.Policies) != 1 {
+		t.Errorf("Load = %+v, %v; want one policy", c, err)
+	}
+	if _, err := config.Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load of a missing file = %v, want os.ErrNotExist", err)
+	}
+}
+
+// FuzzParse: Parse never panics, and every configuration it accepts is complete and valid: its
+// policies load into a sluice.Limiter, in name order, each with a fail mode.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"store: memory\nhttp: 127.0.0.1:8080\ngrpc: 127.0.0.1:8081\nfailMode: open\nstoreTimeout: 50ms\nenvoy: [/etc/*.yaml]",
+		"policies:\n  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}",
+		"policies:\n  p: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667, failMode: closed}",
+		"policies:\n  w: {strategy: fixedWindow, limit: 50, windowMs: 900000}",
+		"policies:\n  s: {strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}",
+		"policies:\n  l: {strategy: slidingWindowLog, limit: 10, window: 1s}",
+		"policies:\n  m:\n    limits:\n      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}\n      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}",
+		"policies:\n  a: {strategy: gcra, limit: 1, period: 1m, periodMs: 60000, burst: 1}",
+		"envoy: ['[']",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := config.Parse(data)
+		if err != nil {
+			var ce *config.Error
+			if !errors.As(err, &ce) || ce.Path == "" || !errors.Is(err, config.ErrConfig) {
+				t.Fatalf("Parse error %v is not a *config.Error with a path", err)
+			}
+			return
+		}
+		if err := c.Check(); err != nil {
+			t.Fatalf("accepted config fails Check: %v", err)
+		}
+		if _, err := sluice.New(nil, c.SluicePolicies()...); err != nil {
+			t.Fatalf("accepted policies do not load: %v", err)
+		}
+		for i, p := range c.Policies {
+			if p.Policy == nil || len(p.Limits()) == 0 {
+				t.Fatalf("policy %d is empty", i)
+			}
+			if p.FailMode != config.FailOpen && p.FailMode != config.FailClosed {
+				t.Fatalf("policy %q has fail mode %q", p.Name(), p.FailMode)
+			}
+			if i > 0 && c.Policies[i-1].Name() >= p.Name() {
+				t.Fatalf("policies out of name order: %q before %q", c.Policies[i-1].Name(), p.Name())
+			}
+		}
+		for _, e := range c.Envoy {
+			if _, err := filepath.Match(e, ""); err != nil || e == "" {
+				t.Fatalf("accepted envoy path %q: %v", e, err)
+			}
+		}
+	})
+}
+
+func ExampleParse() {
+	c, err := config.Parse([]byte(`
+failMode: closed
+policies:
+  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}
+  gpt-4o:
+    failMode: open
+    limits:
+      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
+      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("http", c.HTTP, "storeTimeout", c.StoreTimeout)
+	for _, p := range c.Policies {
+		fmt.Printf("%s (fail %s):", p.Name(), p.FailMode)
+		for _, l := range p.Limits() {
+			fmt.Printf(" %s %+v per %s;", l.Strategy.Kind(), l.Strategy, l.Unit)
+		}
+		fmt.Println()
+	}
+
+	_, err = config.Parse([]byte("policies:\n  gpt-4o:\n    limits:\n      - {strategy: tokenBucket, capacity: 1000, refillPerSec: 0}\n"))
+	fmt.Println(err)
+	// Output:
+	// http 127.0.0.1:8080 storeTimeout 50ms
+	// api (fail closed): gcra {Limit:100 PeriodMs:60000 Burst:20} per cost;
+	// gpt-4o (fail open): slidingWindow {Limit:2 WindowMs:60000 Buckets:60} per request; tokenBucket {Capacity:1000 RefillPerSec:16.666666666666668} per cost;
+	// config: policies.gpt-4o.limits[0].refillPerSec: must be above 0 and at most 2^53, got 0
+}

@@ -1,0 +1,180 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sluicehq/sluice"
+)
+
+// MaxBatch is the most keys of a check-many, or items of a check-all, that one request may carry.
+const MaxBatch = 1000
+
+// field is one member a request object may carry.
+type field struct {
+	name     string
+	required bool
+	want     string // the JSON type, for errors: "a string", "an integer"
+	dst      any    // where json.Unmarshal puts the value
+}
+
+// decodeObject reads data as one JSON object whose members are fields, strictly: member names
+// match exactly (encoding/json alone would take "POLICY" for "policy"), no member is unknown,
+// repeated or null, and nothing follows the object. path prefixes the names in errors ("items[3].").
+func decodeObject(data []byte, path string, fields []field) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return badJSON(path, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return invalidf("%smust be a JSON object", orBody(path))
+	}
+	seen := make([]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badJSON(path, err)
+		}
+		name, _ := tok.(string) // an object key is always a string
+		i := indexOf(fields, name)
+		switch {
+		case i < 0:
+			return invalidf("unknown field %q", path+name)
+		case seen[i]:
+			return invalidf("field %q appears twice", path+name)
+		}
+		seen[i] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return badJSON(path, err)
+		}
+		if string(raw) == "null" {
+			return invalidf("%s%s: must be %s, not null", path, name, fields[i].want)
+		}
+		if err := json.Unmarshal(raw, fields[i].dst); err != nil {
+			return invalidf("%s%s: must be %s", path, name, fields[i].want)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return badJSON(path, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalidf("%sunexpected data after the JSON object", orBody(path))
+	}
+	for i, f := range fields {
+		if f.required && !seen[i] {
+			return invalidf("%s%s: is missing", path, f.name)
+		}
+	}
+	return nil
+}
+
+func indexOf(fields []field, name string) int {
+	for i, f := range fields {
+		if f.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func badJSON(path string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return invalidf("%sis not complete JSON", orBody(path))
+	}
+	return invalidf("%sis not valid JSON: %v", orBody(path), err)
+}
+
+func orBody(path string) string {
+	if path == "" {
+		return "body: "
+	}
+	return path[:len(path)-1] + ": " // "items[3]." → "items[3]: "
+}
+
+// checkRequest is the body of /v1/check, /v1/peek, /v1/forecast, /v1/refund and /v1/reset.
+type checkRequest struct {
+	Policy string
+	Key    string
+	Cost   int64 // 1 unless given
+	Now    int64 // epoch ms; 0 for the server's clock
+}
+
+// decodeCheck reads a checkRequest. withCost is false for operations that take no cost (peek,
+// reset), withNow false for reset, which does not depend on time.
+func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
+	req := checkRequest{Cost: 1}
+	fields := []field{
+		{"policy", true, "a string", &req.Policy},
+		{"key", true, "a string", &req.Key},
+	}
+	if withCost {
+		fields = append(fields, field{"cost", false, "an integer", &req.Cost})
+	}
+	if withNow {
+		fields = append(fields, field{"now", false, "an integer (epoch ms)", &req.Now})
+	}
+	err := decodeObject(data, "", fields)
+	return req, err
+}
+
+// checkManyRequest is the body of /v1/check-many.
+type checkManyRequest struct {
+	Policy string
+	Keys   []string
+	Cost   int64
+	Now    int64
+}
+
+func decodeCheckMany(data []byte) (checkManyRequest, error) {
+	req := checkManyRequest{Cost: 1}
+	err := decodeObject(data, "", []field{
+		{"policy", true, "a string", &req.Policy},
+		{"keys", true, "an array of strings", &req.Keys},
+		{"cost", false, "an integer", &req.Cost},
+		{"now", false, "an integer (epoch ms)", &req.Now},
+	})
+	if err == nil && len(req.Keys) > MaxBatch {
+		err = invalidf("keys: %d keys, at most %d per request", len(req.Keys), MaxBatch)
+	}
+	return req, err
+}
+
+// checkAllRequest is the body of /v1/check-all.
+type checkAllRequest struct {
+	Items []sluice.Item
+	Now   int64
+}
+
+func decodeCheckAll(data []byte) (checkAllRequest, error) {
+	var req checkAllRequest
+	var raw []json.RawMessage
+	err := decodeObject(data, "", []field{
+		{"items", true, "an array of objects", &raw},
+		{"now", false, "an integer (epoch ms)", &req.Now},
+	})
+	if err != nil {
+		return req, err
+	}
+	if len(raw) > MaxBatch {
+		return req, invalidf("items: %d items, at most %d per request", len(raw), MaxBatch)
+	}
+	req.Items = make([]sluice.Item, len(raw))
+	for i, r := range raw {
+		it := &req.Items[i]
+		it.Cost = 1
+		err := decodeObject(r, fmt.Sprintf("items[%d].", i), []field{
+			{"policy", true, "a string", &it.Policy},
+			{"key", true, "a string", &it.Key},
+			{"cost", false, "an integer", &it.Cost},
+		})
+		if err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}

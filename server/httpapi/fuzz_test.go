@@ -1,0 +1,84 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
+
+// FuzzDecode feeds any body to every request decoder. None may panic, and whatever one accepts,
+// encoding/json reads the same way (the strict decoder only ever refuses more), within the batch
+// limits.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"policy":"p","key":"k"}`,
+		`{"policy":"p","key":"k","cost":3,"now":1700000000000}`,
+		`{"policy":"p","keys":["a","b"],"cost":2}`,
+		`{"items":[{"policy":"p","key":"k"},{"policy":"q","key":"k","cost":5}],"now":1}`,
+		`{"policy":"p","key":"k","key":"j"}`,
+		`{"Policy":"p","key":"k"}`,
+		`{"policy":"p","key":"k"} {}`,
+		`{"policy":null,"key":"k"}`,
+		`{"items":[1]}`,
+		`[`, ``, `"x"`, `{"policy":"\ud800","key":"k"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		type single struct {
+			Policy string `json:"policy"`
+			Key    string `json:"key"`
+			Cost   int64  `json:"cost"`
+			Now    int64  `json:"now"`
+		}
+		for _, mode := range []struct{ cost, now bool }{{true, true}, {false, true}, {false, false}} {
+			req, err := decodeCheck(data, mode.cost, mode.now)
+			if err != nil {
+				continue
+			}
+			want := single{Cost: 1}
+			if json.Unmarshal(data, &want) != nil {
+				t.Fatalf("decodeCheck accepted %q, which encoding/json refuses", data)
+			}
+			if got := (single{req.Policy, req.Key, req.Cost, req.Now}); got != want {
+				t.Fatalf("decodeCheck(%q) = %+v, encoding/json reads %+v", data, got, want)
+			}
+		}
+		if req, err := decodeCheckMany(data); err == nil {
+			want := struct {
+				Policy string   `json:"policy"`
+				Keys   []string `json:"keys"`
+				Cost   int64    `json:"cost"`
+				Now    int64    `json:"now"`
+			}{Cost: 1}
+			if json.Unmarshal(data, &want) != nil || len(req.Keys) > MaxBatch ||
+				req.Policy != want.Policy || !reflect.DeepEqual(req.Keys, want.Keys) || req.Cost != want.Cost || req.Now != want.Now {
+				t.Fatalf("decodeCheckMany(%q) = %+v, encoding/json reads %+v", data, req, want)
+			}
+		}
+		if req, err := decodeCheckAll(data); err == nil {
+			var want struct {
+				Items []struct {
+					Policy string `json:"policy"`
+					Key    string `json:"key"`
+					Cost   *int64 `json:"cost"`
+				} `json:"items"`
+				Now int64 `json:"now"`
+			}
+			if json.Unmarshal(data, &want) != nil || len(req.Items) > MaxBatch || len(req.Items) != len(want.Items) || req.Now != want.Now {
+				t.Fatalf("decodeCheckAll(%q) = %+v, encoding/json reads %+v", data, req, want)
+			}
+			for i, it := range want.Items {
+				cost := int64(1)
+				if it.Cost != nil {
+					cost = *it.Cost
+				}
+				if req.Items[i] != (sluice.Item{Policy: it.Policy, Key: it.Key, Cost: cost}) {
+					t.Fatalf("decodeCheckAll(%q): item %d = %+v, encoding/json reads %+v", data, i, req.Items[i], it)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,444 @@
+// Package httpapi is sluice's HTTP front end: the JSON API mirroring the native gRPC API, the
+// forward-auth gate for nginx auth_request, Traefik ForwardAuth and Caddy forward_auth, and the
+// operational endpoints.
+//
+//	POST /v1/check        {"policy","key","cost"?,"now"?}     → a decision
+//	POST /v1/check-many   {"policy","keys","cost"?,"now"?}    → {"decisions":[…]}
+//	POST /v1/check-all    {"items":[{"policy","key","cost"?}],"now"?} → {"allowed","deniedBy","decisions":[…]}
+//	POST /v1/peek         {"policy","key","now"?}             → a decision
+//	POST /v1/forecast     {"policy","key","cost"?,"now"?}     → {"spendableNow","nextReplenishAt","fullAt"}
+//	POST /v1/refund       {"policy","key","cost"?,"now"?}     → {}
+//	POST /v1/reset        {"policy","key"}                    → {}
+//	GET  /v1/gate/{policy}?key=…&cost=…                       → 200 or 429, with RateLimit fields
+//	GET  /metrics, /healthz, /readyz
+//
+// A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
+// composite policy adds "deniedBy" (-1 when allowed) and "parts" (one decision per limit), and
+// the decisions of a single limit carry neither. A denial is a decision (200), never an error;
+// only the gate answers one with 429. cost defaults to 1; now (epoch ms) is refused unless the
+// server allows client time. Reset takes no now: forgetting a key does not depend on time.
+//
+// Bodies are read strictly: unknown, repeated, null or differently cased members, trailing data,
+// bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400. Errors are
+// {"error","code"}: invalid_argument and too_large 400, unauthorized 401, not_found 404,
+// method_not_allowed 405, internal 500, unavailable 503.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+)
+
+// DefaultMaxBodyBytes is the largest request body read when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure the handler.
+type Options struct {
+	// BearerTokens are the tokens /v1/* accepts in "Authorization: Bearer …"; empty means no
+	// authentication. Empty tokens never match. /metrics, /healthz and /readyz are always open.
+	BearerTokens []string
+	// GateKeyHeader names the request header the gate takes its key from when the query has no
+	// key, such as "X-Api-Key"; empty means the gate falls back to the client address directly.
+	GateKeyHeader string
+	// TrustedProxies are the peers whose X-Forwarded-For the gate believes (see ClientAddr).
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Error codes of the {"error","code"} body.
+const (
+	CodeInvalid          = "invalid_argument"
+	CodeNotFound         = "not_found"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+	CodeUnauthorized     = "unauthorized"
+	CodeTooLarge         = "too_large"
+	CodeMethodNotAllowed = "method_not_allowed"
+)
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+type api struct {
+	srv     *server.Server
+	opts    Options
+	tokens  [][sha256.Size]byte
+	authOff bool
+}
+
+// New returns the HTTP handler of srv.
+func New(srv *server.Server, opts Options) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	a := &api{srv: srv, opts: opts, authOff: len(opts.BearerTokens) == 0}
+	for _, t := range opts.BearerTokens {
+		if t != "" {
+			// Comparing digests keeps the comparison constant-time in the token's length too.
+			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
+		}
+	}
+	mux := http.NewServeMux()
+	route := func(method, path string, h http.HandlerFunc, auth bool) {
+		var wrong http.Handler = methodNotAllowed(method)
+		var right http.Handler = h
+		if auth {
+			right, wrong = a.auth(right), a.auth(wrong)
+		}
+		mux.Handle(method+" "+path, right)
+		// The method-less pattern catches the other methods, so that they get a JSON 405 too.
+		mux.Handle(path, wrong)
+	}
+	route("POST", "/v1/check", a.check, true)
+	route("POST", "/v1/check-many", a.checkMany, true)
+	route("POST", "/v1/check-all", a.checkAll, true)
+	route("POST", "/v1/peek", a.peek, true)
+	route("POST", "/v1/forecast", a.forecast, true)
+	route("POST", "/v1/refund", a.refund, true)
+	route("POST", "/v1/reset", a.reset, true)
+	route("GET", "/v1/gate/{policy...}", a.gate, true)
+	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, false)
+	route("GET", "/healthz", healthz, false)
+	route("GET", "/readyz", a.readyz, false)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &httpError{http.StatusNotFound, CodeNotFound, "httpapi: no route " + r.URL.Path})
+	})
+	return mux
+}
+
+// httpError is an error the handler answers with its own status and code.
+type httpError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, CodeInvalid, "httpapi: " + fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error to its status and code.
+func statusOf(err error) (int, string, string) {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he.status, he.code, he.msg
+	}
+	switch server.CodeOf(err) {
+	case server.CodeInvalid:
+		return http.StatusBadRequest, CodeInvalid, err.Error()
+	case server.CodeNotFound:
+		return http.StatusNotFound, CodeNotFound, err.Error()
+	case server.CodeUnavailable:
+		return http.StatusServiceUnavailable, CodeUnavailable, err.Error()
+	}
+	// The text of an unexpected error may describe the store's internals: keep it off the wire.
+	return http.StatusInternalServerError, CodeInternal, "httpapi: internal error"
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, code, msg := statusOf(err)
+	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do about it
+}
+
+func methodNotAllowed(method string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		allow := method
+		if method == "GET" {
+			allow = "GET, HEAD"
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, &httpError{http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			fmt.Sprintf("httpapi: %s %s: use %s", r.Method, r.URL.Path, method)})
+	})
+}
+
+func (a *api) auth(next http.Handler) http.Handler {
+	if a.authOff {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.authorized(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
+			writeError(w, &httpError{http.StatusUnauthorized, CodeUnauthorized, "httpapi: a valid bearer token is required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *api) authorized(header string) bool {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	match := 0
+	for i := range a.tokens { // every token is compared, so the time says nothing of which matched
+		match |= subtle.ConstantTimeCompare(sum[:], a.tokens[i][:])
+	}
+	return match == 1
+}
+
+// body reads the request body, at most MaxBodyBytes of it.
+func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, &httpError{http.StatusBadRequest, CodeTooLarge,
+			fmt.Sprintf("httpapi: body: larger than %d bytes", a.opts.MaxBodyBytes)}
+	}
+	if err != nil {
+		return nil, invalidf("body: %v", err)
+	}
+	return data, nil
+}
+
+// decision is a sluice.Decision on the wire: deniedBy and parts only for a decision with parts,
+// so that a single limit answers just the five numbers.
+type decision struct {
+	Allowed      bool       `json:"allowed"`
+	Limit        int64      `json:"limit"`
+	Remaining    int64      `json:"remaining"`
+	ResetAt      int64      `json:"resetAt"`
+	RetryAfterMs int64      `json:"retryAfterMs"`
+	DeniedBy     *int       `json:"deniedBy,omitempty"`
+	Parts        []decision `json:"parts,omitempty"`
+}
+
+func wire(d sluice.Decision) decision {
+	out := decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}
+	if len(d.Parts) > 0 {
+		by := d.DeniedBy
+		out.DeniedBy = &by
+		out.Parts = wireAll(d.Parts)
+	}
+	return out
+}
+
+func wireAll(ds []sluice.Decision) []decision {
+	out := make([]decision, len(ds))
+	for i, d := range ds {
+		out[i] = wire(d)
+	}
+	return out
+}
+
+func (a *api) check(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeCheck(w, r, true, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := a.srv.Check(r.Context(), req.Now, req.Policy, req.Key, req.Cost)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire(d))
+}
+
+func (a *api) decodeCheck(w http.ResponseWriter, r *http.Request, withCost, withNow bool) (checkRequest, error) {
+	data, err := a.body(w, r)
+	if err != nil {
+		return checkRequest{}, err
+	}
+	return decodeCheck(data, withCost, withNow)
+}
+
+func (a *api) checkMany(w http.ResponseWriter, r *http.Request) {
+	data, err := a.body(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := decodeCheckMany(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ds, err := a.srv.CheckMany(r.Context(), req.Now, req.Policy, req.Keys, req.Cost)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Decisions []decision `json:"decisions"`
+	}{wireAll(ds)})
+}
+
+func (a *api) checkAll(w http.ResponseWriter, r *http.Request) {
+	data, err := a.body(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := decodeCheckAll(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := a.srv.CheckAll(r.Context(), req.Now, req.Items)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Allowed   bool       `json:"allowed"`
+		DeniedBy  int        `json:"deniedBy"`
+		Decisions []decision `json:"decisions"`
+	}{d.Allowed, d.DeniedBy, wireAll(d.Parts)})
+}
+
+func (a *api) peek(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeCheck(w, r, false, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	d, err := a.srv.Peek(r.Context(), req.Now, req.Policy, req.Key)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire(d))
+}
+
+func (a *api) forecast(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeCheck(w, r, true, true)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	f, err := a.srv.Forecast(r.Context(), req.Now, req.Policy, req.Key, req.Cost)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (a *api) refund(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeCheck(w, r, true, true)
+	if err == nil {
+		err = a.srv.Refund(r.Context(), req.Now, req.Policy, req.Key, req.Cost)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *api) reset(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeCheck(w, r, false, false)
+	if err == nil {
+		err = a.srv.Reset(r.Context(), req.Policy, req.Key)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// gate answers a forward-auth subrequest: 200 lets the request through, 429 turns it away, and
+// both carry the RateLimit fields for the proxy to copy to the client.
+func (a *api) gate(w http.ResponseWriter, r *http.Request) {
+	policy := r.PathValue("policy")
+	q := r.URL.Query()
+	cost, err := queryInt(q.Get("cost"), "cost", 1)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	now, err := queryInt(q.Get("now"), "now", 0)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	key := q.Get("key")
+	if key == "" && a.opts.GateKeyHeader != "" {
+		key = r.Header.Get(a.opts.GateKeyHeader)
+	}
+	if key == "" {
+		addr, ok := ClientAddr(r, a.opts.TrustedProxies)
+		if !ok {
+			writeError(w, invalidf("key: none given, and the client address %q is not an address", r.RemoteAddr))
+			return
+		}
+		key = addr.String()
+	}
+	d, err := a.srv.Check(r.Context(), now, policy, key, cost)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	at := time.Now()
+	if now != 0 {
+		at = time.UnixMilli(now)
+	}
+	if p, ok := a.srv.Limiter().Policy(policy); ok {
+		SetRateLimitHeaders(w.Header(), p, d, at)
+	} else { // reloaded away since the check: its shape is gone, its verdict stands
+		setRetryAfter(w.Header(), d)
+	}
+	status := http.StatusOK
+	if !d.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	writeJSON(w, status, wire(d))
+}
+
+func queryInt(s, name string, def int64) (int64, error) {
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, invalidf("%s: must be an integer, got %q", name, s)
+	}
+	return v, nil
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := a.srv.Ready(ctx); err != nil {
+		// The reason may name the store's address; this endpoint is unauthenticated.
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready")
+		return
+	}
+	_, _ = io.WriteString(w, "ok")
+}

@@ -1,0 +1,836 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// t0 is the instant every replay starts at (epoch ms), on a minute boundary so that fixed windows
+// start with it.
+const t0 = 1_700_000_040_000
+
+// testConfig holds the policies of the issue's scenarios.
+const testConfig = `
+policies:
+  partner-api: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667}
+  fixed: {strategy: fixedWindow, limit: 100, window: 1m}
+  gcra: {strategy: gcra, limit: 10, periodMs: 1000, burst: 5}
+  login-ip: {strategy: tokenBucket, capacity: 50, refillPerSec: 0.05555555555555555}
+  login-account: {strategy: tokenBucket, capacity: 5, refillPerSec: 0.005555555555555556}
+  gpt-4o:
+    limits:
+      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
+      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
+`
+
+type env struct {
+	t   *testing.T
+	url string
+}
+
+type setup struct {
+	config          string
+	allowClientTime bool
+	store           sluice.Store // nil: a fresh memory store
+	opts            httpapi.Options
+}
+
+func start(t *testing.T, s setup) *env {
+	t.Helper()
+	if s.config == "" {
+		s.config = testConfig
+	}
+	cfg, err := config.Parse([]byte(s.config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.store == nil {
+		mem := memory.New(memory.Config{SweepInterval: -1})
+		t.Cleanup(func() { mem.Close() })
+		s.store = mem
+	}
+	srv, err := server.New(cfg, s.store, server.Options{
+		AllowClientTime: s.allowClientTime,
+		Logger:          slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(httpapi.New(srv, s.opts))
+	t.Cleanup(ts.Close)
+	return &env{t: t, url: ts.URL}
+}
+
+// replay starts the scenario server: client time allowed.
+func replay(t *testing.T) *env {
+	t.Helper()
+	return start(t, setup{allowClientTime: true})
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request; header holds name, value pairs.
+func (e *env) do(method, path, body string, header ...string) reply {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return reply{resp.StatusCode, resp.Header, data}
+}
+
+func (e *env) post(path, body string) reply {
+	e.t.Helper()
+	return e.do("POST", path, body)
+}
+
+// decision is a decision as the wire has it; absent fields stay nil.
+type decision struct {
+	Allowed      bool       `json:"allowed"`
+	Limit        int64      `json:"limit"`
+	Remaining    int64      `json:"remaining"`
+	ResetAt      int64      `json:"resetAt"`
+	RetryAfterMs int64      `json:"retryAfterMs"`
+	DeniedBy     *int       `json:"deniedBy"`
+	Parts        []decision `json:"parts"`
+}
+
+// check posts to /v1/check and decodes the decision, failing on any status but 200.
+func (e *env) check(policy, key string, cost, now int64) decision {
+	e.t.Helper()
+	r := e.post("/v1/check", fmt.Sprintf(`{"policy":%q,"key":%q,"cost":%d,"now":%d}`, policy, key, cost, now))
+	if r.status != http.StatusOK {
+		e.t.Fatalf("check %s/%s: %d %s", policy, key, r.status, r.body)
+	}
+	var d decision
+	decode(e.t, r.body, &d)
+	return d
+}
+
+func (e *env) peek(policy, key string, now int64) decision {
+	e.t.Helper()
+	r := e.post("/v1/peek", fmt.Sprintf(`{"policy":%q,"key":%q,"now":%d}`, policy, key, now))
+	if r.status != http.StatusOK {
+		e.t.Fatalf("peek %s/%s: %d %s", policy, key, r.status, r.body)
+	}
+	var d decision
+	decode(e.t, r.body, &d)
+	return d
+}
+
+func decode(t *testing.T, data []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decoding %s: %v", data, err)
+	}
+}
+
+// sameJSON reports whether a and b hold equal JSON values.
+func sameJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("body %s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want %s: %v", want, err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("body\n got %s\nwant %s", bytes.TrimSpace(got), want)
+	}
+}
+
+// wantError checks an error answer's status, code, and that its message contains part.
+func wantError(t *testing.T, r reply, status int, code, part string) {
+	t.Helper()
+	var body httpapi.ErrorBody
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatalf("status %d, body %s: not an error body: %v", r.status, r.body, err)
+	}
+	if r.status != status || body.Code != code || !strings.Contains(body.Error, part) {
+		t.Errorf("got %d %+v, want %d %q with an error containing %q", r.status, body, status, code, part)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	e := replay(t)
+	tests := []struct {
+		name, path, body string
+		want             string
+	}{
+		{"check, cost defaults to 1", "/v1/check", `{"policy":"partner-api","key":"k","now":1700000040000}`,
+			`{"allowed":true,"limit":100,"remaining":99,"resetAt":1700000040600,"retryAfterMs":0}`},
+		{"check with cost", "/v1/check", `{"policy":"fixed","key":"k","cost":30,"now":1700000040000}`,
+			`{"allowed":true,"limit":100,"remaining":70,"resetAt":1700000100000,"retryAfterMs":0}`},
+		{"check of a composite", "/v1/check", `{"policy":"gpt-4o","key":"k","cost":100,"now":1700000040000}`,
+			// A sliding window is full again one bucket after the window (docs/semantics.md).
+			`{"allowed":true,"limit":2,"remaining":1,"resetAt":1700000101000,"retryAfterMs":0,"deniedBy":-1,"parts":[
+				{"allowed":true,"limit":2,"remaining":1,"resetAt":1700000101000,"retryAfterMs":0},
+				{"allowed":true,"limit":1000,"remaining":900,"resetAt":1700000046000,"retryAfterMs":0}]}`},
+		{"check-many", "/v1/check-many", `{"policy":"fixed","keys":["k","other"],"cost":10,"now":1700000040000}`,
+			`{"decisions":[
+				{"allowed":true,"limit":100,"remaining":60,"resetAt":1700000100000,"retryAfterMs":0},
+				{"allowed":true,"limit":100,"remaining":90,"resetAt":1700000100000,"retryAfterMs":0}]}`},
+		{"check-many of no keys", "/v1/check-many", `{"policy":"fixed","keys":[]}`, `{"decisions":[]}`},
+		{"check-all", "/v1/check-all", `{"items":[{"policy":"fixed","key":"k","cost":60},{"policy":"gcra","key":"k"}],"now":1700000040000}`,
+			`{"allowed":true,"deniedBy":-1,"decisions":[
+				{"allowed":true,"limit":100,"remaining":0,"resetAt":1700000100000,"retryAfterMs":0},
+				{"allowed":true,"limit":5,"remaining":4,"resetAt":1700000040100,"retryAfterMs":0}]}`},
+		{"check-all denied", "/v1/check-all", `{"items":[{"policy":"gcra","key":"k"},{"policy":"fixed","key":"k"}],"now":1700000040000}`,
+			`{"allowed":false,"deniedBy":1,"decisions":[
+				{"allowed":true,"limit":5,"remaining":3,"resetAt":1700000040200,"retryAfterMs":0},
+				{"allowed":false,"limit":100,"remaining":0,"resetAt":1700000100000,"retryAfterMs":60000}]}`},
+		{"peek", "/v1/peek", `{"policy":"gcra","key":"k","now":1700000040000}`,
+			`{"allowed":true,"limit":5,"remaining":4,"resetAt":1700000040100,"retryAfterMs":0}`},
+		{"forecast", "/v1/forecast", `{"policy":"gcra","key":"k","cost":2,"now":1700000040000}`,
+			`{"spendableNow":2,"nextReplenishAt":1700000040100,"fullAt":1700000040100}`},
+		{"refund", "/v1/refund", `{"policy":"fixed","key":"k","cost":40,"now":1700000040000}`, `{}`},
+		{"after the refund", "/v1/peek", `{"policy":"fixed","key":"k","now":1700000040000}`,
+			`{"allowed":true,"limit":100,"remaining":40,"resetAt":1700000100000,"retryAfterMs":0}`},
+		{"reset", "/v1/reset", `{"policy":"fixed","key":"k"}`, `{}`},
+		{"after the reset: full now", "/v1/peek", `{"policy":"fixed","key":"k","now":1700000040000}`,
+			`{"allowed":true,"limit":100,"remaining":100,"resetAt":1700000040000,"retryAfterMs":0}`},
+	}
+	for _, tt := range tests { // in order: each builds on the state the ones before left
+		r := e.post(tt.path, tt.body)
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: status %d, body %s", tt.name, r.status, r.body)
+		}
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", tt.name, ct)
+		}
+		t.Run(tt.name, func(t *testing.T) { sameJSON(t, r.body, tt.want) })
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := start(t, setup{allowClientTime: true, opts: httpapi.Options{MaxBodyBytes: 4096}})
+	many := func(n int) string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%q", fmt.Sprint("k", i))
+		}
+		return `{"policy":"fixed","keys":[` + strings.Join(keys, ",") + `]}`
+	}
+	items := func(n int) string {
+		its := make([]string, n)
+		for i := range its {
+			its[i] = `{"policy":"fixed","key":"k"}`
+		}
+		return `{"items":[` + strings.Join(its, ",") + `]}`
+	}
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code, part               string
+	}{
+		{"unknown field", "POST", "/v1/check", `{"policy":"fixed","key":"k","bogus":1}`, 400, "invalid_argument", `unknown field "bogus"`},
+		{"field of another cased", "POST", "/v1/check", `{"Policy":"fixed","key":"k"}`, 400, "invalid_argument", `unknown field "Policy"`},
+		{"field twice", "POST", "/v1/check", `{"policy":"fixed","key":"k","key":"j"}`, 400, "invalid_argument", `field "key" appears twice`},
+		{"null", "POST", "/v1/check", `{"policy":"fixed","key":"k","cost":null}`, 400, "invalid_argument", "cost: must be an integer, not null"},
+		{"trailing data", "POST", "/v1/check", `{"policy":"fixed","key":"k"} {}`, 400, "invalid_argument", "unexpected data after the JSON object"},
+		{"trailing garbage", "POST", "/v1/check", `{"policy":"fixed","key":"k"}x`, 400, "invalid_argument", "unexpected data"},
+		{"not JSON", "POST", "/v1/check", `policy=fixed`, 400, "invalid_argument", "body: is not valid JSON"},
+		{"cut short", "POST", "/v1/check", `{"policy":"fixed",`, 400, "invalid_argument", "body: is not complete JSON"},
+		{"empty body", "POST", "/v1/check", ``, 400, "invalid_argument", "body: is not complete JSON"},
+		{"not an object", "POST", "/v1/check", `["fixed","k"]`, 400, "invalid_argument", "body: must be a JSON object"},
+		{"cost of another type", "POST", "/v1/check", `{"policy":"fixed","key":"k","cost":"1"}`, 400, "invalid_argument", "cost: must be an integer"},
+		{"fractional cost", "POST", "/v1/check", `{"policy":"fixed","key":"k","cost":1.5}`, 400, "invalid_argument", "cost: must be an integer"},
+		{"cost 0", "POST", "/v1/check", `{"policy":"fixed","key":"k","cost":0}`, 400, "invalid_argument", "invalid cost"},
+		{"cost above the ceiling", "POST", "/v1/check", `{"policy":"fixed","key":"k","cost":101}`, 400, "invalid_argument", "invalid cost"},
+		{"key missing", "POST", "/v1/check", `{"policy":"fixed"}`, 400, "invalid_argument", "key: is missing"},
+		{"policy missing", "POST", "/v1/check", `{"key":"k"}`, 400, "invalid_argument", "policy: is missing"},
+		{"empty key", "POST", "/v1/check", `{"policy":"fixed","key":""}`, 400, "invalid_argument", "invalid key"},
+		{"negative now", "POST", "/v1/check", `{"policy":"fixed","key":"k","now":-5}`, 400, "invalid_argument", "invalid now"},
+		{"unknown policy", "POST", "/v1/check", `{"policy":"nope","key":"k"}`, 404, "not_found", `unknown policy "nope"`},
+		{"peek takes no cost", "POST", "/v1/peek", `{"policy":"fixed","key":"k","cost":1}`, 400, "invalid_argument", `unknown field "cost"`},
+		{"peek of an unknown policy", "POST", "/v1/peek", `{"policy":"nope","key":"k"}`, 404, "not_found", "unknown policy"},
+		{"forecast of an unknown policy", "POST", "/v1/forecast", `{"policy":"nope","key":"k"}`, 404, "not_found", "unknown policy"},
+		{"refund of cost 0", "POST", "/v1/refund", `{"policy":"fixed","key":"k","cost":0}`, 400, "invalid_argument", "invalid cost"},
+		{"refund of an unknown policy", "POST", "/v1/refund", `{"policy":"nope","key":"k"}`, 404, "not_found", "unknown policy"},
+		{"reset takes no now", "POST", "/v1/reset", `{"policy":"fixed","key":"k","now":1700000040000}`, 400, "invalid_argument", `unknown field "now"`},
+		{"reset of an unknown policy", "POST", "/v1/reset", `{"policy":"nope","key":"k"}`, 404, "not_found", "unknown policy"},
+		{"keys missing", "POST", "/v1/check-many", `{"policy":"fixed"}`, 400, "invalid_argument", "keys: is missing"},
+		{"keys of another type", "POST", "/v1/check-many", `{"policy":"fixed","keys":"k"}`, 400, "invalid_argument", "keys: must be an array of strings"},
+		{"an empty key of many", "POST", "/v1/check-many", `{"policy":"fixed","keys":["a",""]}`, 400, "invalid_argument", "keys[1]"},
+		{"no items", "POST", "/v1/check-all", `{"items":[]}`, 400, "invalid_argument", "items"},
+		{"unknown field of an item", "POST", "/v1/check-all", `{"items":[{"policy":"fixed","key":"k"},{"policy":"fixed","key":"k","bogus":1}]}`, 400, "invalid_argument", `unknown field "items[1].bogus"`},
+		{"an item not an object", "POST", "/v1/check-all", `{"items":[1]}`, 400, "invalid_argument", "items[0]: must be a JSON object"},
+		{"an item without a key", "POST", "/v1/check-all", `{"items":[{"policy":"fixed"}]}`, 400, "invalid_argument", "items[0].key: is missing"},
+		{"an item of cost 0", "POST", "/v1/check-all", `{"items":[{"policy":"fixed","key":"k","cost":0}]}`, 400, "invalid_argument", "items[0].cost"},
+		{"an item of an unknown policy", "POST", "/v1/check-all", `{"items":[{"policy":"fixed","key":"k"},{"policy":"nope","key":"k"}]}`, 404, "not_found", "unknown policy"},
+		{"body too large", "POST", "/v1/check", `{"policy":"fixed","key":"` + strings.Repeat("k", 5000) + `"}`, 400, "too_large", "larger than 4096 bytes"},
+		{"GET of a POST route", "GET", "/v1/check", ``, 405, "method_not_allowed", "use POST"},
+		{"POST of a GET route", "POST", "/healthz", ``, 405, "method_not_allowed", "use GET"},
+		{"POST to the gate", "POST", "/v1/gate/fixed", ``, 405, "method_not_allowed", "use GET"},
+		{"no such route", "GET", "/v2/check", ``, 404, "not_found", "no route /v2/check"},
+		{"gate of an unknown policy", "GET", "/v1/gate/nope?key=k", ``, 404, "not_found", "unknown policy"},
+		{"gate of no policy", "GET", "/v1/gate/?key=k", ``, 404, "not_found", "unknown policy"},
+		{"gate cost not a number", "GET", "/v1/gate/fixed?key=k&cost=two", ``, 400, "invalid_argument", `cost: must be an integer, got "two"`},
+		{"gate cost 0", "GET", "/v1/gate/fixed?key=k&cost=0", ``, 400, "invalid_argument", "invalid cost"},
+		{"gate now not a number", "GET", "/v1/gate/fixed?key=k&now=soon", ``, 400, "invalid_argument", "now: must be an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(tt.method, tt.path, tt.body), tt.status, tt.code, tt.part)
+		})
+	}
+
+	t.Run("at most 1000 keys and items", func(t *testing.T) {
+		e := start(t, setup{}) // the default body limit, 1 MiB, holds 1001 of each
+		if r := e.post("/v1/check-many", many(1000)); r.status != 200 {
+			t.Errorf("1000 keys: %d %.200s", r.status, r.body)
+		}
+		wantError(t, e.post("/v1/check-many", many(1001)), 400, "invalid_argument", "1001 keys, at most 1000")
+		if r := e.post("/v1/check-all", items(1000)); r.status != 200 {
+			t.Errorf("1000 items: %d %.200s", r.status, r.body)
+		}
+		wantError(t, e.post("/v1/check-all", items(1001)), 400, "invalid_argument", "1001 items, at most 1000")
+	})
+
+	t.Run("Allow header of a 405", func(t *testing.T) {
+		if got := e.do("DELETE", "/v1/reset", "").header.Get("Allow"); got != "POST" {
+			t.Errorf("Allow %q, want POST", got)
+		}
+		if got := e.do("PUT", "/v1/gate/fixed", "").header.Get("Allow"); got != "GET, HEAD" {
+			t.Errorf("Allow %q, want GET, HEAD", got)
+		}
+	})
+}
+
+func TestClientTime(t *testing.T) {
+	body := `{"policy":"fixed","key":"k","now":1700000040000}`
+	routes := []string{"/v1/check", "/v1/peek", "/v1/forecast", "/v1/refund"}
+	t.Run("refused without AllowClientTime", func(t *testing.T) {
+		e := start(t, setup{})
+		for _, path := range routes {
+			wantError(t, e.post(path, body), 400, "invalid_argument", "--allow-client-time")
+		}
+		wantError(t, e.post("/v1/check-many", `{"policy":"fixed","keys":["k"],"now":1700000040000}`), 400, "invalid_argument", "invalid now")
+		wantError(t, e.post("/v1/check-all", `{"items":[{"policy":"fixed","key":"k"}],"now":1700000040000}`), 400, "invalid_argument", "invalid now")
+		wantError(t, e.do("GET", "/v1/gate/fixed?key=k&now=1700000040000", ""), 400, "invalid_argument", "invalid now")
+		// now 0 is the server's clock, whatever the option.
+		if r := e.post("/v1/check", `{"policy":"fixed","key":"k","now":0}`); r.status != 200 {
+			t.Errorf("now 0: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("honoured with AllowClientTime", func(t *testing.T) {
+		e := replay(t)
+		// A window that ended long ago and the current one are different windows.
+		old := e.check("fixed", "k", 100, 60_000)
+		if !old.Allowed || old.ResetAt != 120_000 {
+			t.Fatalf("check at 60000 = %+v, want allowed, reset at 120000", old)
+		}
+		if d := e.check("fixed", "k", 100, t0); !d.Allowed || d.ResetAt != t0+60_000 {
+			t.Errorf("check at t0 = %+v, want a fresh window reset at t0+60000", d)
+		}
+		if d := e.check("fixed", "k", 1, t0+59_999); d.Allowed {
+			t.Errorf("check at t0+59999 = %+v, want denied: the window is spent", d)
+		}
+	})
+}
+
+// Seed 002 §1 over HTTP: the partner API's token bucket of 100 a minute, burst 100.
+func TestScenarioPartnerAPI(t *testing.T) {
+	e := replay(t)
+	for i := 1; i <= 100; i++ {
+		if d := e.check("partner-api", "key42", 1, t0); !d.Allowed || d.Remaining != int64(100-i) {
+			t.Fatalf("check %d = %+v, want allowed with %d remaining", i, d, 100-i)
+		}
+	}
+	d := e.check("partner-api", "key42", 1, t0)
+	if d.Allowed || d.Remaining != 0 || d.RetryAfterMs != 600 || d.DeniedBy != nil || d.Parts != nil {
+		t.Fatalf("101st check = %+v, want denied with retryAfterMs 600 and no deniedBy or parts", d)
+	}
+	if d := e.check("partner-api", "key42", 1, t0+599); d.Allowed {
+		t.Errorf("check at t0+599 allowed, before the retry")
+	}
+	if d := e.check("partner-api", "key42", 1, t0+600); !d.Allowed {
+		t.Errorf("check at t0+600 = %+v, want allowed", d)
+	}
+}
+
+// Seed 002 §2a over HTTP: 20 concurrent checks on a key with 95 of 100 used admit exactly 5.
+func TestScenarioConcurrentChecks(t *testing.T) {
+	e := replay(t)
+	const concurrent = 20
+	for round := range 10 {
+		key := fmt.Sprint("round-", round)
+		if d := e.check("fixed", key, 95, t0); !d.Allowed || d.Remaining != 5 {
+			t.Fatalf("using 95 = %+v", d)
+		}
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			allowed int
+		)
+		start := make(chan struct{})
+		for range concurrent {
+			wg.Go(func() {
+				<-start
+				d := e.check("fixed", key, 1, t0+1)
+				mu.Lock()
+				defer mu.Unlock()
+				if d.Allowed {
+					allowed++
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if allowed != 5 {
+			t.Fatalf("round %d: %d of %d concurrent checks admitted, want exactly 5", round, allowed, concurrent)
+		}
+	}
+}
+
+// Seed 002 §2b over HTTP: login attempts checked with check-all against the IP and the spent account
+// rule spend nothing of the IP's budget.
+func TestScenarioLoginPair(t *testing.T) {
+	e := replay(t)
+	for i := range 5 {
+		if d := e.check("login-account", "asha", 1, t0); !d.Allowed {
+			t.Fatalf("account login %d denied", i)
+		}
+	}
+	body := fmt.Sprintf(`{"items":[{"policy":"login-ip","key":"1.2.3.4"},{"policy":"login-account","key":"asha"}],"now":%d}`, t0+1000)
+	for i := range 10 {
+		r := e.post("/v1/check-all", body)
+		var got struct {
+			Allowed   bool       `json:"allowed"`
+			DeniedBy  int        `json:"deniedBy"`
+			Decisions []decision `json:"decisions"`
+		}
+		decode(t, r.body, &got)
+		if r.status != 200 || got.Allowed || got.DeniedBy != 1 || len(got.Decisions) != 2 ||
+			!got.Decisions[0].Allowed || got.Decisions[1].Allowed || got.Decisions[1].RetryAfterMs < 1 {
+			t.Fatalf("attempt %d: %d %s, want denied by item 1, the account", i, r.status, r.body)
+		}
+	}
+	if d := e.peek("login-ip", "1.2.3.4", t0+1000); !d.Allowed || d.Remaining != 50 {
+		t.Errorf("IP budget after 10 denied attempts = %+v, want 50 remaining", d)
+	}
+}
+
+// Seed 003 over HTTP: the per-model registry, 2 requests a minute and 1000 tokens a minute.
+func TestScenarioPerModelRegistry(t *testing.T) {
+	e := replay(t)
+	for i := range 2 {
+		d := e.check("gpt-4o", "tenant", 1, t0)
+		if !d.Allowed || d.DeniedBy == nil || *d.DeniedBy != -1 || len(d.Parts) != 2 {
+			t.Fatalf("request %d = %+v, want allowed with deniedBy -1 and 2 parts", i, d)
+		}
+	}
+	d := e.check("gpt-4o", "tenant", 1, t0)
+	if d.Allowed || d.DeniedBy == nil || *d.DeniedBy != 0 || d.Limit != 2 || d.RetryAfterMs < 1 {
+		t.Fatalf("third request = %+v, want denied by limit 0 (requests)", d)
+	}
+	if d.Parts[0].Allowed || !d.Parts[1].Allowed {
+		t.Errorf("third request's parts = %+v, want requests denying and tokens allowing", d.Parts)
+	}
+	if pk := e.peek("gpt-4o", "tenant", t0); pk.Parts[1].Remaining != 998 {
+		t.Errorf("tokens remaining %d, want 998: the denied request spent tokens", pk.Parts[1].Remaining)
+	}
+}
+
+func TestScenarioUnknownModel(t *testing.T) {
+	e := replay(t)
+	wantError(t, e.post("/v1/check", `{"policy":"gpt-5","key":"tenant","now":1700000040000}`), 404, "not_found", `unknown policy "gpt-5"`)
+	wantError(t, e.post("/v1/check", `{"policy":"gpt-4o","key":"tenant","cost":1001,"now":1700000040000}`), 400, "invalid_argument", "invalid cost")
+}
+
+func TestGateHeaders(t *testing.T) {
+	e := replay(t)
+	for range 100 {
+		if r := e.do("GET", fmt.Sprintf("/v1/gate/partner-api?key=k&now=%d", t0), ""); r.status != 200 {
+			t.Fatalf("gate: %d %s", r.status, r.body)
+		}
+	}
+	tests := []struct {
+		name, path string
+		status     int
+		want       http.Header
+	}{
+		{"denied", fmt.Sprintf("/v1/gate/partner-api?key=k&now=%d", t0), 429, http.Header{
+			"Ratelimit-Policy": {`"partner-api";q=100;w=60`},
+			"Ratelimit":        {`"partner-api";r=0;t=60`},
+			"Retry-After":      {"1"},
+		}},
+		{"allowed at the retry", fmt.Sprintf("/v1/gate/partner-api?key=k&now=%d", t0+600), 200, http.Header{
+			"Ratelimit-Policy": {`"partner-api";q=100;w=60`},
+			"Ratelimit":        {`"partner-api";r=0;t=60`},
+		}},
+		{"fixed window", fmt.Sprintf("/v1/gate/fixed?key=k&cost=10&now=%d", t0+15_500), 200, http.Header{
+			"Ratelimit-Policy": {`"fixed";q=100;w=60`},
+			"Ratelimit":        {`"fixed";r=90;t=45`},
+		}},
+		{"gcra", fmt.Sprintf("/v1/gate/gcra?key=k&cost=5&now=%d", t0), 200, http.Header{
+			"Ratelimit-Policy": {`"gcra";q=5;w=1`},
+			"Ratelimit":        {`"gcra";r=0;t=1`},
+		}},
+		{"gcra denied", fmt.Sprintf("/v1/gate/gcra?key=k&now=%d", t0), 429, http.Header{
+			"Ratelimit-Policy": {`"gcra";q=5;w=1`},
+			"Ratelimit":        {`"gcra";r=0;t=1`},
+			"Retry-After":      {"1"},
+		}},
+		{"composite", fmt.Sprintf("/v1/gate/gpt-4o?key=k&cost=250&now=%d", t0), 200, http.Header{
+			"Ratelimit-Policy": {`"gpt-4o#requests";q=2;w=60, "gpt-4o#tokens";q=1000;w=60`},
+			"Ratelimit":        {`"gpt-4o#requests";r=1;t=61, "gpt-4o#tokens";r=750;t=15`},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", tt.path, "")
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			for _, name := range []string{"Ratelimit-Policy", "Ratelimit", "Retry-After"} {
+				if got, want := r.header.Values(name), tt.want.Values(name); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestGateKey(t *testing.T) {
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	tests := []struct {
+		name    string
+		trusted []netip.Prefix
+		query   string
+		header  []string
+		wantKey string
+	}{
+		{"query", nil, "?key=q", []string{"X-Api-Key", "h"}, "q"},
+		{"header", nil, "", []string{"X-Api-Key", "h"}, "h"},
+		{"empty query falls back", nil, "?key=", []string{"X-Api-Key", "h"}, "h"},
+		{"client address", nil, "", nil, "127.0.0.1"},
+		{"forwarded from an untrusted peer", nil, "", []string{"X-Forwarded-For", "198.51.100.7"}, "127.0.0.1"},
+		{"forwarded from a trusted peer", loopback, "", []string{"X-Forwarded-For", "6.6.6.6, 198.51.100.7"}, "198.51.100.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := start(t, setup{allowClientTime: true, opts: httpapi.Options{GateKeyHeader: "X-Api-Key", TrustedProxies: tt.trusted}})
+			if r := e.do("GET", "/v1/gate/fixed"+tt.query, "", tt.header...); r.status != 200 {
+				t.Fatalf("gate: %d %s", r.status, r.body)
+			}
+			// The key the gate charged is the one with 99 left.
+			if d := e.peek("fixed", tt.wantKey, 0); d.Remaining != 99 {
+				t.Errorf("key %q has %d remaining, want 99: the gate charged another key", tt.wantKey, d.Remaining)
+			}
+		})
+	}
+}
+
+func TestClientAddr(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	tests := []struct {
+		name   string
+		remote string
+		xff    []string
+		want   string
+	}{
+		{"untrusted peer", "192.0.2.1:1234", []string{"198.51.100.7"}, "192.0.2.1"},
+		{"trusted peer, no header", "10.0.0.1:1234", nil, "10.0.0.1"},
+		{"trusted peer", "10.0.0.1:1234", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"proxies chained", "10.0.0.1:1234", []string{"198.51.100.7, 10.0.0.2"}, "198.51.100.7"},
+		{"spoofed hop ignored", "10.0.0.1:1234", []string{"6.6.6.6, 198.51.100.7"}, "198.51.100.7"},
+		{"several header lines", "10.0.0.1:1234", []string{"6.6.6.6", "198.51.100.7,10.0.0.9"}, "198.51.100.7"},
+		{"all trusted", "10.0.0.1:1234", []string{"10.0.0.3, 10.0.0.2"}, "10.0.0.3"},
+		{"garbage from the client", "10.0.0.1:1234", []string{"nonsense"}, "10.0.0.1"},
+		{"hop with a port", "10.0.0.1:1234", []string{"198.51.100.7:5555"}, "198.51.100.7"},
+		{"IPv6", "[2001:db8::1]:1234", []string{"2001:db8::2, 2a00::9"}, "2a00::9"},
+		{"IPv4-mapped peer", "[::ffff:10.0.0.1]:1234", []string{"198.51.100.7"}, "198.51.100.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tt.remote
+			for _, v := range tt.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			got, ok := httpapi.ClientAddr(r, trusted)
+			if !ok || got.String() != tt.want {
+				t.Errorf("ClientAddr = %v, %v; want %s", got, ok, tt.want)
+			}
+		})
+	}
+	t.Run("no address", func(t *testing.T) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "@"
+		if _, ok := httpapi.ClientAddr(r, trusted); ok {
+			t.Error("ClientAddr of a unix socket peer: ok, want not ok")
+		}
+	})
+}
+
+func TestSetRateLimitHeaders(t *testing.T) {
+	at := func(ms int64) sluice.Decision {
+		return sluice.Decision{Allowed: true, Limit: 1, ResetAt: ms, DeniedBy: -1}
+	}
+	tests := []struct {
+		name         string
+		strategy     sluice.Strategy
+		d            sluice.Decision
+		policy, rate string
+		retry        string
+	}{
+		{"token bucket", sluice.TokenBucket{Capacity: 10, RefillPerSec: 2}, at(t0 + 1), `"p";q=10;w=5`, `"p";r=0;t=1`, ""},
+		{"gcra: burst cells", sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 20}, at(t0), `"p";q=20;w=12`, `"p";r=0;t=0`, ""},
+		{"sub-second window", sluice.FixedWindow{Limit: 3, WindowMs: 200}, at(t0 - 5), `"p";q=3;w=1`, `"p";r=0;t=0`, ""},
+		{"sliding window", sluice.SlidingWindow{Limit: 7.9, WindowMs: 90_400, Buckets: 4}, at(t0), `"p";q=7;w=90`, `"p";r=0;t=0`, ""},
+		{"sliding window log", sluice.SlidingWindowLog{Limit: 7, WindowMs: 90_500}, at(t0), `"p";q=7;w=91`, `"p";r=0;t=0`, ""},
+		{"denial", sluice.TokenBucket{Capacity: 10, RefillPerSec: 2},
+			sluice.Decision{Limit: 10, Remaining: 0, ResetAt: t0 + 5000, RetryAfterMs: 2001, DeniedBy: 0},
+			`"p";q=10;w=5`, `"p";r=0;t=5`, "3"},
+		{"fail open: no numbers", sluice.TokenBucket{Capacity: 10, RefillPerSec: 2},
+			sluice.Decision{Allowed: true, DeniedBy: -1}, `"p";q=10;w=5`, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{"Ratelimit": {"stale"}, "Retry-After": {"9"}}
+			p := sluice.MustPolicy("p", sluice.Limit{Strategy: tt.strategy})
+			httpapi.SetRateLimitHeaders(h, p, tt.d, timeAt(t0))
+			if got := h.Get("RateLimit-Policy"); got != tt.policy {
+				t.Errorf("RateLimit-Policy %q, want %q", got, tt.policy)
+			}
+			if got := h.Get("RateLimit"); got != tt.rate {
+				t.Errorf("RateLimit %q, want %q", got, tt.rate)
+			}
+			if got := h.Get("Retry-After"); got != tt.retry {
+				t.Errorf("Retry-After %q, want %q", got, tt.retry)
+			}
+		})
+	}
+	t.Run("composite labels", func(t *testing.T) {
+		p := sluice.MustPolicy("m",
+			sluice.Limit{Name: `say "hi"`, Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}},
+			sluice.Limit{Name: "naïve", Strategy: sluice.FixedWindow{Limit: 2, WindowMs: 1000}},
+			sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 1000}})
+		h := http.Header{}
+		httpapi.SetRateLimitHeaders(h, p, sluice.Decision{Allowed: true, Limit: 1, DeniedBy: -1}, timeAt(t0))
+		want := `"m#say \"hi\"";q=1;w=1, "m#1";q=2;w=1, "m#2";q=3;w=1`
+		if got := h.Get("RateLimit-Policy"); got != want {
+			t.Errorf("RateLimit-Policy %s, want %s", got, want)
+		}
+		if got := h.Get("RateLimit"); got != "" {
+			t.Errorf("RateLimit %q without parts, want none", got)
+		}
+	})
+}
+
+func TestAuth(t *testing.T) {
+	e := start(t, setup{opts: httpapi.Options{BearerTokens: []string{"s3cret", "", "other"}}})
+	body := `{"policy":"fixed","key":"k"}`
+	tests := []struct {
+		name, method, path, body string
+		auth                     []string
+		status                   int
+	}{
+		{"no token", "POST", "/v1/check", body, nil, 401},
+		{"wrong token", "POST", "/v1/check", body, []string{"Authorization", "Bearer nope"}, 401},
+		{"prefix of a token", "POST", "/v1/check", body, []string{"Authorization", "Bearer s3cre"}, 401},
+		{"empty token", "POST", "/v1/check", body, []string{"Authorization", "Bearer "}, 401},
+		{"another scheme", "POST", "/v1/check", body, []string{"Authorization", "Basic czNjcmV0"}, 401},
+		{"token", "POST", "/v1/check", body, []string{"Authorization", "Bearer s3cret"}, 200},
+		{"second token, scheme in lower case", "POST", "/v1/check", body, []string{"Authorization", "bearer other"}, 200},
+		{"gate", "GET", "/v1/gate/fixed?key=k", "", nil, 401},
+		{"gate with a token", "GET", "/v1/gate/fixed?key=k", "", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"405 only once authorized", "GET", "/v1/check", "", nil, 401},
+		{"healthz is open", "GET", "/healthz", "", nil, 200},
+		{"readyz is open", "GET", "/readyz", "", nil, 200},
+		{"metrics are open", "GET", "/metrics", "", nil, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do(tt.method, tt.path, tt.body, tt.auth...)
+			if r.status != tt.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
+			}
+			if tt.status == 401 {
+				wantError(t, r, 401, "unauthorized", "bearer token")
+				if got := r.header.Get("WWW-Authenticate"); got != `Bearer realm="sluice"` {
+					t.Errorf("WWW-Authenticate %q", got)
+				}
+			}
+		})
+	}
+}
+
+func TestOperational(t *testing.T) {
+	e := start(t, setup{})
+	e.post("/v1/check", `{"policy":"fixed","key":"k"}`)
+	tests := []struct {
+		name, path string
+		status     int
+		body       string // contained in the body
+	}{
+		{"healthz", "/healthz", 200, "ok"},
+		{"readyz", "/readyz", 200, "ok"},
+		{"metrics", "/metrics", 200, `sluice_decisions_total{outcome="allowed",policy="fixed"} 1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", tt.path, "")
+			if r.status != tt.status || !strings.Contains(string(r.body), tt.body) {
+				t.Errorf("%d %.300s, want %d containing %q", r.status, r.body, tt.status, tt.body)
+			}
+		})
+	}
+}
+
+// failing is a store that cannot answer; Ping fails too, so the server is not ready.
+type failing struct{ sluice.Store }
+
+var errDown = errors.New("failing: store down")
+
+func (failing) Check(context.Context, int64, *sluice.Policy, string, int64) (sluice.Decision, error) {
+	return sluice.Decision{}, errDown
+}
+func (failing) CheckMany(context.Context, int64, *sluice.Policy, []string, int64, []sluice.Decision) error {
+	return errDown
+}
+func (failing) CheckAll(context.Context, int64, []sluice.Op, []sluice.Decision) error { return errDown }
+func (failing) Peek(context.Context, int64, *sluice.Policy, string) (sluice.Decision, error) {
+	return sluice.Decision{}, errDown
+}
+func (failing) Forecast(context.Context, int64, *sluice.Policy, string, int64) (sluice.Forecast, error) {
+	return sluice.Forecast{}, errDown
+}
+func (failing) Refund(context.Context, int64, *sluice.Policy, string, int64) error { return errDown }
+func (failing) Reset(context.Context, *sluice.Policy, string) error                { return errDown }
+func (failing) Ping(context.Context) error                                         { return errDown }
+
+func TestStoreDown(t *testing.T) {
+	const cfg = `
+failMode: closed
+policies:
+  closed: {strategy: fixedWindow, limit: 10, windowMs: 1000}
+  open: {strategy: fixedWindow, limit: 10, windowMs: 1000, failMode: open}
+`
+	e := start(t, setup{config: cfg, store: failing{}})
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"check, fail closed", "POST", "/v1/check", `{"policy":"closed","key":"k"}`, 503, "unavailable"},
+		{"check-many, fail closed", "POST", "/v1/check-many", `{"policy":"closed","keys":["k"]}`, 503, "unavailable"},
+		{"check-all, one fails closed", "POST", "/v1/check-all", `{"items":[{"policy":"open","key":"k"},{"policy":"closed","key":"k"}]}`, 503, "unavailable"},
+		{"gate, fail closed", "GET", "/v1/gate/closed?key=k", "", 503, "unavailable"},
+		{"peek, whatever the mode", "POST", "/v1/peek", `{"policy":"open","key":"k"}`, 503, "unavailable"},
+		{"forecast", "POST", "/v1/forecast", `{"policy":"open","key":"k"}`, 503, "unavailable"},
+		{"refund", "POST", "/v1/refund", `{"policy":"open","key":"k"}`, 503, "unavailable"},
+		{"reset", "POST", "/v1/reset", `{"policy":"open","key":"k"}`, 503, "unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do(tt.method, tt.path, tt.body), tt.status, tt.code, "store unavailable")
+		})
+	}
+	t.Run("check, fail open", func(t *testing.T) {
+		r := e.post("/v1/check", `{"policy":"open","key":"k"}`)
+		if r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		sameJSON(t, r.body, `{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0}`)
+	})
+	t.Run("gate, fail open", func(t *testing.T) {
+		r := e.do("GET", "/v1/gate/open?key=k", "")
+		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"open";q=10;w=1` || r.header.Get("RateLimit") != "" {
+			t.Errorf("%d %v, want 200 with RateLimit-Policy only", r.status, r.header)
+		}
+	})
+	t.Run("readyz", func(t *testing.T) {
+		if r := e.do("GET", "/readyz", ""); r.status != 503 || string(r.body) != "not ready" {
+			t.Errorf("readyz: %d %q, want 503 not ready", r.status, r.body)
+		}
+	})
+}
+
+func timeAt(ms int64) time.Time { return time.UnixMilli(ms) }
+
+// FuzzHandler posts any body to every JSON route of a live server. Every answer is 200 with a JSON
+// body or an error body with a code that matches its status, never a 500.
+func FuzzHandler(f *testing.F) {
+	for _, seed := range []string{
+		`{"policy":"fixed","key":"k"}`,
+		`{"policy":"gpt-4o","key":"k","cost":5}`,
+		`{"policy":"fixed","keys":["a","b"]}`,
+		`{"items":[{"policy":"fixed","key":"k"},{"policy":"gcra","key":"k"}]}`,
+		`{"policy":"nope","key":"k"}`,
+		`{"policy":"fixed","key":"k","now":5}`,
+	} {
+		f.Add(seed)
+	}
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		f.Fatal(err)
+	}
+	mem := memory.New(memory.Config{SweepInterval: -1})
+	defer mem.Close()
+	srv, err := server.New(cfg, mem, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := httpapi.New(srv, httpapi.Options{MaxBodyBytes: 1 << 16})
+	codes := map[int]string{400: "invalid_argument", 404: "not_found"}
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, path := range []string{"/v1/check", "/v1/check-many", "/v1/check-all", "/v1/peek", "/v1/forecast", "/v1/refund", "/v1/reset"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+			if rec.Code == 200 {
+				if !json.Valid(rec.Body.Bytes()) {
+					t.Fatalf("%s %q: 200 with %q", path, body, rec.Body)
+				}
+				continue
+			}
+			var e httpapi.ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" ||
+				e.Code != codes[rec.Code] && !(rec.Code == 400 && e.Code == "too_large") {
+				t.Fatalf("%s %q: %d %q", path, body, rec.Code, rec.Body)
+			}
+		}
+	})
+}

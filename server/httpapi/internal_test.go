@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestStatusOf(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		msg    string
+	}{
+		{"invalid", &sluice.InvalidError{Field: "cost", Reason: "bad"}, 400, CodeInvalid, "sluice: invalid cost: bad"},
+		{"unknown policy", fmt.Errorf("%w %q", sluice.ErrUnknownPolicy, "p"), 404, CodeNotFound, `sluice: unknown policy "p"`},
+		{"unavailable", sluice.ErrUnavailable, 503, CodeUnavailable, "sluice: store unavailable"},
+		{"closed", sluice.ErrClosed, 503, CodeUnavailable, "sluice: store closed"},
+		{"anything else", errors.New("redis: 10.1.2.3:6379 refused"), 500, CodeInternal, "httpapi: internal error"},
+		{"own", invalidf("x"), 400, CodeInvalid, "httpapi: x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, code, msg := statusOf(tt.err)
+			if status != tt.status || code != tt.code || msg != tt.msg {
+				t.Errorf("statusOf = %d %s %q, want %d %s %q", status, code, msg, tt.status, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestCeilSeconds(t *testing.T) {
+	for _, tt := range []struct{ ms, want int64 }{{-5, 0}, {0, 0}, {1, 1}, {999, 1}, {1000, 1}, {1001, 2}} {
+		if got := ceilSeconds(tt.ms); got != tt.want {
+			t.Errorf("ceilSeconds(%d) = %d, want %d", tt.ms, got, tt.want)
+		}
+	}
+}
+
+func TestRetryAfterDenialWithoutWait(t *testing.T) {
+	h := http.Header{}
+	setRetryAfter(h, sluice.Decision{})
+	if got := h.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1: a denial is never retried at once", got)
+	}
+}
