@@ -40,8 +40,9 @@ type Server struct {
 	guard   *guard
 	metrics *metrics
 
-	mu  sync.Mutex // serializes Reload
-	cfg atomic.Pointer[config.Config]
+	mu    sync.Mutex                  // serializes changes to the policy set, and guards extra
+	extra map[string][]*sluice.Policy // policies front ends add beside the config's, by owner
+	cfg   atomic.Pointer[config.Config]
 }
 
 // New returns a Server over store with cfg's policies.
@@ -70,7 +71,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.cfg.Load()
-	if err := s.lim.SetPolicies(cfg.SluicePolicies()...); err != nil {
+	if err := s.install(cfg); err != nil {
 		s.metrics.reloads.WithLabelValues("error").Inc()
 		return err
 	}
@@ -82,6 +83,37 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.log.Info("sluice: config reloaded", "policies", len(cfg.Policies))
 	return nil
+}
+
+// SetExtraPolicies installs policies a front end derives from its own files (Envoy's rate-limit
+// rules) beside the config's, replacing what owner set before. They survive Reload; one whose name
+// a config policy also has is an error, and changes nothing.
+func (s *Server) SetExtraPolicies(owner string, policies []*sluice.Policy) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, had := s.extra[owner]
+	if s.extra == nil {
+		s.extra = map[string][]*sluice.Policy{}
+	}
+	s.extra[owner] = policies
+	if err := s.install(s.cfg.Load()); err != nil {
+		if had {
+			s.extra[owner] = prev
+		} else {
+			delete(s.extra, owner)
+		}
+		return err
+	}
+	return nil
+}
+
+// install sets the limiter's policies: cfg's and every front end's. The caller holds mu.
+func (s *Server) install(cfg *config.Config) error {
+	all := cfg.SluicePolicies()
+	for _, ps := range s.extra {
+		all = append(all, ps...)
+	}
+	return s.lim.SetPolicies(all...)
 }
 
 // ReloadFailed counts a configuration that could not be loaded; the old one keeps serving.

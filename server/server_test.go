@@ -202,3 +202,24 @@ func TestMetrics(t *testing.T) {
 		t.Error("a key appears in the metrics")
 	}
 }
+
+func TestExtraPolicies(t *testing.T) {
+	srv := newServer(t, memStore(t), server.Options{})
+	extra := sluice.MustPolicy("envoy:minute:5", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 60_000}})
+	if err := srv.SetExtraPolicies("envoy", []*sluice.Policy{extra}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Reload(parse(t, yamlConfig)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.Limiter().Policy("envoy:minute:5"); !ok {
+		t.Error("a reload dropped a front end's policies")
+	}
+	clash := sluice.MustPolicy("open-api", sluice.Limit{Strategy: sluice.GCRA{Limit: 1, PeriodMs: 1000, Burst: 1}})
+	if err := srv.SetExtraPolicies("envoy", []*sluice.Policy{clash}); err == nil {
+		t.Fatal("a front end's policy named like a config policy was accepted")
+	}
+	if _, ok := srv.Limiter().Policy("envoy:minute:5"); !ok {
+		t.Error("a rejected SetExtraPolicies changed the policy set")
+	}
+}

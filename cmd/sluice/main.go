@@ -1,5 +1,7 @@
 // Command sluice is sluice's command-line tool.
 //
+//	sluice serve [--config FILE] [--http ADDR] [--grpc ADDR] [--store URL] [--allow-client-time] ...
+//	sluice validate --config FILE
 //	sluice conformance --vectors FILE [--vectors FILE ...] [--store URL] [FILE ...]
 //	sluice version
 //	sluice help
@@ -13,23 +15,25 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/conformance"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 const usage = `usage: sluice <command> [arguments]
 
 commands:
+  serve        run the rate-limit service (HTTP JSON, gRPC, Envoy's rate-limit API)
+  validate     check a config file
   conformance  replay conformance vector files against a store
   version      print the sluice and Go versions
   help         print this help
 
-Run "sluice conformance -h" for its flags.
+Run "sluice <command> -h" for its flags.
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -42,6 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	switch args[0] {
+	case "serve":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runServe(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(args[1:], stdout, stderr)
 	case "conformance":
 		return runConformance(args[1:], stdout, stderr)
 	case "version":
@@ -136,18 +146,4 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-const supportedStores = "memory (or memory://)"
-
-// openStore opens the store that url names; the closer releases it. Shared stores plug in here.
-func openStore(url string) (sluice.Store, io.Closer, error) {
-	switch url {
-	case "memory", "memory://":
-		// No sweep: it judges idleness by the wall clock, while vectors replay instants long past,
-		// so it would drop keys mid-case.
-		s := memory.New(memory.Config{SweepInterval: -1})
-		return s, s, nil
-	}
-	return nil, nil, fmt.Errorf("unsupported store %q; supported: %s", url, supportedStores)
 }

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/envoy"
+	"github.com/sluicehq/sluice/server/grpcapi"
+	"github.com/sluicehq/sluice/server/httpapi"
+)
+
+// serveFlags are sluice serve's command line; the ones naming a config field override the file.
+type serveFlags struct {
+	config, http, grpc, store string
+	allowClientTime           bool
+	authTokenFile             string
+	tlsCert, tlsKey, tlsCA    string
+	gateKeyHeader             string
+	reloadEvery               time.Duration
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "config `FILE` (YAML); without one, the defaults and no policies")
+	fs.StringVar(&f.http, "http", "", "HTTP listen `address`, overriding the config (default "+config.DefaultHTTP+")")
+	fs.StringVar(&f.grpc, "grpc", "", "gRPC listen `address`, overriding the config (default "+config.DefaultGRPC+")")
+	fs.StringVar(&f.store, "store", "", "store `URL`, overriding the config: "+supportedStores)
+	fs.BoolVar(&f.allowClientTime, "allow-client-time", false, "let requests carry their own instant (now), for replay and tests")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "`FILE` of bearer tokens, one a line, that requests to /v1/* and gRPC must carry")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate `FILE` for both ports")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key `FILE` for both ports")
+	fs.StringVar(&f.tlsCA, "tls-client-ca", "", "CA `FILE` that client certificates must chain to (mutual TLS)")
+	fs.StringVar(&f.gateKeyHeader, "gate-key-header", "", "request `header` the forward-auth gate takes the key from when ?key= is absent")
+	fs.DurationVar(&f.reloadEvery, "reload-every", time.Second, "how often to look for a changed config file (SIGHUP reloads at once)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return f, nil
+}
+
+// load reads the config file (or the defaults) and applies the flags over it.
+func (f *serveFlags) load() (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	if f.config == "" {
+		cfg, err = config.Parse(nil)
+	} else {
+		cfg, err = config.Load(f.config)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range []struct{ flag string; field *string }{{f.http, &cfg.HTTP}, {f.grpc, &cfg.GRPC}, {f.store, &cfg.Store}} {
+		if o.flag != "" {
+			*o.field = o.flag
+		}
+	}
+	return cfg, cfg.Check()
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config `FILE` to check")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "sluice validate: pass --config FILE")
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err == nil {
+		_, err = loadRules(cfg)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice validate: %s: %v\n", *path, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d policies\n", *path, len(cfg.Policies))
+	return 0
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if err := serve(ctx, f, log); err != nil {
+		log.Error("sluice serve: " + err.Error())
+		return 1
+	}
+	return 0
+}
+
+// serve runs the service until ctx ends, then shuts down gracefully: it stops accepting, lets
+// requests under way finish, and closes the store.
+func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	rules, err := loadRules(cfg)
+	if err != nil {
+		return err
+	}
+	store, closer, err := openStore(cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log})
+	if err != nil {
+		return err
+	}
+	tokens, err := readTokens(f.authTokenFile)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := tlsConfig(f.tlsCert, f.tlsKey, f.tlsCA)
+	if err != nil {
+		return err
+	}
+
+	var grpcOpts []grpc.ServerOption
+	if len(tokens) > 0 {
+		grpcOpts = append(grpcOpts, grpc.UnaryInterceptor(grpcapi.UnaryAuth(tokens)), grpc.StreamInterceptor(grpcapi.StreamAuth(tokens)))
+	}
+	if tlsConf != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsConf)))
+	}
+	gs := grpc.NewServer(grpcOpts...)
+	grpcapi.Register(gs, srv)
+	rls, err := envoy.New(srv, rules)
+	if err != nil {
+		return err
+	}
+	rls.Register(gs)
+	hs := &http.Server{
+		Handler:           httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader}),
+		ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig:         tlsConf,
+	}
+
+	httpLn, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return err
+	}
+	grpcLn, err := net.Listen("tcp", cfg.GRPC)
+	if err != nil {
+		httpLn.Close()
+		return err
+	}
+	log.Info("sluice serve: listening", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
+		"store", cfg.Store, "policies", len(cfg.Policies), "tls", tlsConf != nil)
+
+	errc := make(chan error, 2)
+	go func() {
+		if tlsConf != nil {
+			errc <- hs.ServeTLS(httpLn, "", "")
+		} else {
+			errc <- hs.Serve(httpLn)
+		}
+	}()
+	go func() { errc <- gs.Serve(grpcLn) }()
+
+	reload := func() {
+		next, err := f.load()
+		if err == nil {
+			var r *envoy.Rules
+			if r, err = loadRules(next); err == nil {
+				// The new rules' policies go in first: the new config may name them.
+				if err = rls.SetRules(r); err == nil {
+					err = srv.Reload(next)
+				}
+			}
+		}
+		if err != nil {
+			srv.ReloadFailed(err)
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	watch := time.NewTicker(f.reloadEvery)
+	defer watch.Stop()
+	seen := stamp(f.config)
+
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			serveErr = err
+			break loop
+		case <-hup:
+			seen = stamp(f.config)
+			reload()
+		case <-watch.C:
+			if now := stamp(f.config); now != seen {
+				seen = now
+				reload()
+			}
+		}
+	}
+
+	log.Info("sluice serve: shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil {
+		hs.Close()
+	}
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-shutdown.Done():
+		gs.Stop()
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// loadRules reads the Envoy rate-limit files cfg names and checks them against cfg's policies.
+func loadRules(cfg *config.Config) (*envoy.Rules, error) {
+	rules, err := envoy.Load(cfg.Envoy)
+	if err != nil {
+		return nil, err
+	}
+	return rules, rules.Validate(cfg)
+}
+
+// stamp identifies a version of the file at path: its size and modification time.
+func stamp(path string) string {
+	if path == "" {
+		return ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "missing"
+	}
+	return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
+}
+
+func readTokens(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	var tokens []string
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" && !strings.HasPrefix(t, "#") {
+			tokens = append(tokens, t)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("%s holds no token", path)
+	}
+	return tokens, nil
+}
+
+// tlsConfig builds the servers' TLS from the flags: nil without a certificate; mutual TLS with a
+// client CA.
+func tlsConfig(cert, key, clientCA string) (*tls.Config, error) {
+	if cert == "" && key == "" && clientCA == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", clientCA)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}

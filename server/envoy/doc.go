@@ -1,0 +1,77 @@
+// Package envoy serves Envoy's rate-limit API, envoy.service.ratelimit.v3.RateLimitService/
+// ShouldRateLimit, from envoyproxy/ratelimit config files read unchanged, deciding through a
+// server.Server on sluice's gRPC port.
+//
+// # Config files
+//
+// The files the config's envoy key names (globs allowed) are envoyproxy/ratelimit's, one domain per
+// file:
+//
+//	domain: edge
+//	descriptors:
+//	  - key: remote_address              # a key alone matches any value, each value counted apart
+//	    rate_limit: {unit: minute, requests_per_unit: 60}
+//	  - key: path
+//	    value: /api/*                    # '*' matches any run of bytes
+//	    share_threshold: true            # ... and all matching values share one count
+//	    rate_limit: {unit: second, requests_per_unit: 10, name: api}
+//	  - key: user
+//	    value: admin
+//	    rate_limit: {unlimited: true}
+//	  - key: user
+//	    descriptors:                     # nested: (user, *), (plan, pro)
+//	      - key: plan
+//	        value: pro
+//	        rate_limit: {unit: hour, requests_per_unit: 1000, replaces: [{name: api}]}
+//	  - key: tenant
+//	    shadow_mode: true                # counted, never denies
+//	    rate_limit: {policy: tenant-tokens}
+//
+// A rate_limit block sets unit (second, minute, hour, day, week, month = 30 days, year = 365 days)
+// and requests_per_unit, or unlimited: true, and optionally name and replaces. It becomes a sluice
+// fixed window of requests_per_unit per unit aligned to the epoch, as envoyproxy/ratelimit counts;
+// requests_per_unit 0 denies everything. Instead of unit and requests_per_unit, sluice also accepts
+// policy: NAME, naming any policy of the sluice config (any strategy, composites included, so one
+// descriptor may carry several limits); name and replaces work with it as well. Keys
+// detailed_metric, value_to_metric and metadata are accepted and ignored; quota_mode is refused;
+// any other key is an error. Errors name the file, the field's path and its line.
+//
+// # Matching
+//
+// A request descriptor matches the rule of the node its entries walk to, at exactly their depth.
+// At each level an exact key and value is preferred, then wildcard values (the most literal
+// characters first), then the key alone; where a preferred branch ends without a rule, the next one
+// is tried (envoyproxy/ratelimit gives up instead). The state of a match is per domain, descriptor
+// path and values: each distinct set of values has its own count.
+//
+// # Deciding
+//
+// Every descriptor's hits are the request's hits_addend (0 means 1), or its own hits_addend when
+// set. The limits named in the replaces of any matched rule are dropped from the request; unlimited
+// and unmatched descriptors are OK with no limit (limit_remaining 2^32-1 for unlimited, as
+// envoyproxy/ratelimit). All the enforced descriptors are then decided at once with one
+// Server.CheckAll: if any is over limit, the request is OVER_LIMIT and consumes from none of them
+// (envoyproxy/ratelimit consumes from all). A descriptor whose hits_addend is 0 is checked without
+// consuming (over limit when nothing is left), and one with is_negative_hits gives its hits back.
+// Hits above what a limit can ever admit are over limit. Shadow-mode rules are checked after the
+// others, consuming only when the request was allowed, and their status is always OK.
+//
+// A domain no file defines answers OK for every descriptor, as envoyproxy/ratelimit does. A rule
+// naming a policy the sluice config lacks is NOT_FOUND (Rules.Validate catches that at load), and
+// a store that cannot answer under a fail-closed policy UNAVAILABLE, which Envoy treats per its
+// failure_mode_deny. Descriptors' limit overrides are ignored: the configured rule applies.
+//
+// # Response
+//
+// Each status carries current_limit (for a sluice policy: its binding limit, as a whole number of
+// the largest unit dividing its window, or else a rate per second), limit_remaining and
+// duration_until_reset. response_headers_to_add carries the IETF RateLimit header fields of
+// draft-ietf-httpapi-ratelimit-headers for the enforced limits, RateLimit-Policy: "name";q=…;w=…
+// and RateLimit: "name";r=…;t=…, and Retry-After (seconds) when over limit.
+//
+// # Policies
+//
+// The rate_limit blocks generate one fixed-window policy per (unit, requests_per_unit), named
+// envoy:UNIT:N (the prefix is reserved), which the Service installs in the Server's limiter beside
+// the config's policies, and again after every Server.Reload.
+package envoy

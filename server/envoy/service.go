@@ -1,0 +1,547 @@
+package envoy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+)
+
+// MaxDescriptors is the most descriptors one request may carry.
+const MaxDescriptors = 1000
+
+// Service answers envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from Rules, deciding
+// through a server.Server. It is safe for concurrent use; SetRules swaps the rules while it serves.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	srv   *server.Server
+	log   *slog.Logger
+	rules atomic.Pointer[Rules]
+	now   atomic.Pointer[func() int64]
+}
+
+// New returns a Service deciding rules through srv. rules may be nil (no domain: everything is OK).
+func New(srv *server.Server, rules *Rules) (*Service, error) {
+	s := &Service{srv: srv, log: slog.Default()}
+	s.SetClock(nil)
+	if err := s.SetRules(rules); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Register registers the Service on gs as envoy.service.ratelimit.v3.RateLimitService.
+func (s *Service) Register(gs *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(gs, s) }
+
+// SetClock sets the clock (epoch ms) that durations until reset are measured from; nil means the
+// process clock. Durations are reported relative to the store's decisions, so a test whose store
+// runs on a fixed clock gives the same clock here.
+func (s *Service) SetClock(now func() int64) {
+	if now == nil {
+		now = func() int64 { return time.Now().UnixMilli() }
+	}
+	s.now.Store(&now)
+}
+
+// SetRules swaps in rules atomically (nil: no rules). Requests already under way finish with the
+// old rules. The fixed-window policies the rules generate join the Server's policies, beside the
+// config's; those Equal to ones already installed keep their state. If they cannot be installed
+// (a config policy has a generated name), the old rules stay and the error says why.
+func (s *Service) SetRules(rules *Rules) error {
+	if rules == nil {
+		rules = &Rules{}
+	}
+	if err := s.srv.SetExtraPolicies("envoy", rules.policies); err != nil {
+		return err
+	}
+	s.rules.Store(rules)
+	return nil
+}
+
+// Rules returns the rules in force.
+func (s *Service) Rules() *Rules { return s.rules.Load() }
+
+// kind is what a request descriptor asks of its rule.
+type kind uint8
+
+const (
+	kNone      kind = iota // no rule, a replaced rule or an unknown domain: OK, no limit
+	kUnlimited             // unlimited: true
+	kCheck                 // consume hits
+	kPeek                  // hits_addend 0: check without consuming
+	kTooBig                // hits above what the policy can ever admit: over limit, nothing consumed
+	kDenyAll               // requests_per_unit 0: everything is over limit
+	kRefund                // is_negative_hits: give hits back
+)
+
+// slot is one request descriptor on its way to a status.
+type slot struct {
+	rule   *rule
+	pol    *sluice.Policy
+	key    string
+	hits   uint64
+	kind   kind
+	d      sluice.Decision
+	has    bool // d was decided
+	denied bool
+}
+
+// ShouldRateLimit implements envoy.service.ratelimit.v3.RateLimitService. All the descriptors a
+// request's rules enforce are decided together by one Server.CheckAll: if any is over limit,
+// nothing is consumed from any of them.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	switch n := len(req.GetDescriptors()); {
+	case req.GetDomain() == "":
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case n == 0:
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case n > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than %d", n, MaxDescriptors)
+	}
+	resp, err := s.decide(ctx, req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+func grpcError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	c := codes.Internal
+	switch server.CodeOf(err) {
+	case server.CodeInvalid:
+		c = codes.InvalidArgument
+	case server.CodeNotFound:
+		c = codes.NotFound
+	case server.CodeUnavailable:
+		c = codes.Unavailable
+	}
+	return status.Error(c, err.Error())
+}
+
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	rules := s.rules.Load()
+	lim := s.srv.Limiter()
+	domain := req.GetDomain()
+	hits := uint64(req.GetHitsAddend())
+	if hits == 0 {
+		hits = 1 // the API's default
+	}
+
+	slots := make([]slot, len(req.GetDescriptors()))
+	replaced := map[string]bool{}
+	for i, desc := range req.GetDescriptors() {
+		chain := rules.match(domain, desc.GetEntries())
+		if chain == nil {
+			continue
+		}
+		sl := &slots[i]
+		sl.rule = chain[len(chain)-1].rule
+		for _, name := range sl.rule.replaces {
+			replaced[name] = true
+		}
+		sl.hits = hits
+		if h := desc.GetHitsAddend(); h != nil {
+			sl.hits = h.GetValue()
+		}
+		sl.key = stateKey(domain, chain, desc.GetEntries())
+		if desc.GetIsNegativeHits() {
+			sl.kind = kRefund
+		}
+	}
+	for i := range slots {
+		sl := &slots[i]
+		r := sl.rule
+		switch {
+		case r == nil || r.name != "" && replaced[r.name]:
+			*sl = slot{}
+			continue
+		case r.unlimited:
+			sl.kind = kUnlimited
+			continue
+		case r.denyAll:
+			if sl.kind == kRefund {
+				*sl = slot{} // nothing to give back to a limit of 0
+				continue
+			}
+			sl.kind, sl.denied = kDenyAll, true
+			continue
+		}
+		pol, ok := lim.Policy(r.policy)
+		if !ok {
+			// A config policy the rule names is missing, or rules swapped while this request ran.
+			return nil, fmt.Errorf("%w %q (named by the Envoy rule %s)", sluice.ErrUnknownPolicy, r.policy, r.id)
+		}
+		sl.pol = pol
+		switch {
+		case sl.kind == kRefund:
+		case sl.hits == 0:
+			sl.kind = kPeek
+		case sl.hits > uint64(pol.MaxCost()):
+			sl.kind, sl.denied = kTooBig, true
+		default:
+			sl.kind = kCheck
+		}
+	}
+
+	// Refunds first, apart from the rest: giving back is never denied.
+	for i := range slots {
+		if sl := &slots[i]; sl.kind == kRefund && sl.hits > 0 {
+			cost := int64(min(sl.hits, math.MaxInt64))
+			if err := s.srv.Refund(ctx, 0, sl.pol.Name(), sl.key, cost); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	// Enforced peeks next: a request one of them denies consumes nothing.
+	denied := false
+	for i := range slots {
+		sl := &slots[i]
+		if sl.rule == nil || sl.rule.shadow {
+			continue
+		}
+		switch sl.kind {
+		case kPeek, kTooBig:
+			if err := s.peek(ctx, sl); err != nil {
+				return nil, err
+			}
+			sl.denied = sl.denied || !sl.d.Allowed
+			denied = denied || sl.denied
+		case kDenyAll:
+			denied = true
+		}
+	}
+
+	// Then every enforced check together, all or nothing.
+	var items []sluice.Item
+	var idx []int
+	for i := range slots {
+		if sl := &slots[i]; sl.kind == kCheck && !sl.rule.shadow {
+			items = append(items, sluice.Item{Policy: sl.pol.Name(), Key: sl.key, Cost: int64(sl.hits)})
+			idx = append(idx, i)
+		}
+	}
+	if len(items) > 0 && !denied {
+		d, err := s.srv.CheckAll(ctx, 0, items)
+		if err != nil {
+			return nil, err
+		}
+		denied = !d.Allowed
+		for j, i := range idx {
+			sl := &slots[i]
+			part := d
+			if len(d.Parts) == len(items) {
+				part = d.Parts[j]
+			}
+			sl.d, sl.has, sl.denied = part, true, !part.Allowed
+			if denied && part.Allowed {
+				// The part reports what would be left had it consumed; nothing was.
+				if err := s.peek(ctx, sl); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else if len(items) > 0 {
+		// Denied already: report what each check would decide, consuming nothing.
+		for _, i := range idx {
+			sl := &slots[i]
+			if err := s.peek(ctx, sl); err != nil {
+				return nil, err
+			}
+			sl.denied = !wouldAllow(sl.pol, sl.d, int64(sl.hits))
+		}
+	}
+
+	// Shadow rules count what they would have admitted, and never deny: a request the enforced
+	// rules deny reached no upstream, so they only look then.
+	for i := range slots {
+		sl := &slots[i]
+		if sl.rule == nil || !sl.rule.shadow {
+			continue
+		}
+		var err error
+		switch {
+		case sl.kind == kCheck && !denied:
+			sl.d, err = s.srv.Check(ctx, 0, sl.pol.Name(), sl.key, int64(sl.hits))
+			sl.has = err == nil
+		case sl.kind == kCheck, sl.kind == kPeek, sl.kind == kTooBig:
+			err = s.peek(ctx, sl)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sl.kind == kCheck && denied {
+			sl.denied = !wouldAllow(sl.pol, sl.d, int64(sl.hits))
+		} else if sl.kind == kCheck || sl.kind == kPeek {
+			sl.denied = !sl.d.Allowed
+		}
+		if sl.denied {
+			s.log.Debug("envoy: shadow-mode rule would deny", "rule", sl.rule.id)
+		}
+	}
+	for i := range slots {
+		if sl := &slots[i]; sl.kind == kRefund {
+			if err := s.peek(ctx, sl); err != nil {
+				return nil, err
+			}
+			sl.denied = false
+		}
+	}
+	return s.response(slots, denied), nil
+}
+
+func (s *Service) peek(ctx context.Context, sl *slot) error {
+	d, err := s.srv.Peek(ctx, 0, sl.pol.Name(), sl.key)
+	if err != nil {
+		return err
+	}
+	sl.d, sl.has = d, true
+	return nil
+}
+
+// wouldAllow says whether a check of cost would pass against the state Peek reported: every store
+// admits cost exactly when the whole units left cover it (limits counting requests count 1).
+func wouldAllow(p *sluice.Policy, d sluice.Decision, cost int64) bool {
+	if d.Limit == 0 && d.Allowed {
+		return true // a fail-open answer carries no numbers
+	}
+	if len(d.Parts) != len(p.Limits()) {
+		return d.Remaining >= p.Cost(0, cost)
+	}
+	for i, part := range d.Parts {
+		if part.Remaining < p.Cost(i, cost) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Service) response(slots []slot, denied bool) *rlsv3.RateLimitResponse {
+	now := (*s.now.Load())()
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(slots)),
+	}
+	if denied {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	var hdr headers
+	for i := range slots {
+		sl := &slots[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch sl.kind {
+		case kNone:
+			continue
+		case kUnlimited:
+			st.LimitRemaining = math.MaxUint32 // as envoyproxy/ratelimit reports unlimited
+			continue
+		}
+		if sl.denied && !sl.rule.shadow && sl.kind != kRefund {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		var q, windowMs, remaining, resetMs, retryMs int64
+		if sl.kind == kDenyAll {
+			q, windowMs = 0, sl.rule.unitMs
+			resetMs = windowMs - now%windowMs
+			retryMs = resetMs
+			st.CurrentLimit = sl.rule.limit
+		} else {
+			q, windowMs, st.CurrentLimit = describe(sl.rule, sl.pol, sl.d)
+			remaining = sl.d.Remaining
+			resetMs = max(sl.d.ResetAt-now, 0)
+			retryMs = sl.d.RetryAfterMs
+			if sl.kind == kTooBig {
+				retryMs = max(resetMs, 1) // no wait admits it; point at the next reset
+			}
+		}
+		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
+		st.DurationUntilReset = durationpb.New(time.Duration(resetMs) * time.Millisecond)
+		if sl.rule.shadow || sl.kind == kRefund || q == 0 && sl.kind != kDenyAll {
+			continue // not enforced, or a fail-open answer without numbers
+		}
+		hdr.add(sl.rule.label(), q, windowMs, remaining, resetMs)
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			hdr.retryMs = max(hdr.retryMs, retryMs, 1)
+		}
+	}
+	resp.ResponseHeadersToAdd = hdr.fields(denied)
+	return resp
+}
+
+// describe gives the quota and window (ms) of the limit that bound decision d, and Envoy's
+// current_limit for it.
+func describe(r *rule, p *sluice.Policy, d sluice.Decision) (q, windowMs int64, cur *rlsv3.RateLimitResponse_RateLimit) {
+	if r.limit != nil {
+		return int64(r.limit.GetRequestsPerUnit()), r.unitMs, r.limit
+	}
+	i := binding(d, len(p.Limits()))
+	l := p.Limits()[i]
+	q = d.Limit
+	if len(d.Parts) == len(p.Limits()) {
+		q = d.Parts[i].Limit
+	}
+	if q == 0 {
+		q = int64(l.Strategy.Ceiling())
+	}
+	windowMs = window(l.Strategy)
+	name := r.name
+	if name == "" {
+		name = p.Name()
+		if l.Name != "" && len(p.Limits()) > 1 {
+			name += "/" + l.Name
+		}
+	}
+	return q, windowMs, currentLimit(name, q, windowMs)
+}
+
+// binding finds the index of the limit that bound d among n: Combine reports its numbers but not
+// its index when allowed.
+func binding(d sluice.Decision, n int) int {
+	if len(d.Parts) != n {
+		return 0
+	}
+	if d.DeniedBy >= 0 && d.DeniedBy < n {
+		return d.DeniedBy
+	}
+	for i, p := range d.Parts {
+		if p.Remaining == d.Remaining && p.Limit == d.Limit && p.ResetAt == d.ResetAt {
+			return i
+		}
+	}
+	return 0
+}
+
+// window is the span (ms) over which a strategy grants its ceiling: the window, the time a token
+// bucket takes to fill, GCRA's burst tolerance.
+func window(s sluice.Strategy) int64 {
+	var ms float64
+	switch v := s.(type) {
+	case sluice.FixedWindow:
+		ms = v.WindowMs
+	case sluice.SlidingWindow:
+		ms = v.WindowMs
+	case sluice.SlidingWindowLog:
+		ms = v.WindowMs
+	case sluice.TokenBucket:
+		ms = v.Capacity / v.RefillPerSec * 1000
+	case sluice.GCRA:
+		ms = v.PeriodMs / v.Limit * v.Burst
+	}
+	return max(int64(math.Ceil(ms)), 1)
+}
+
+// currentLimit expresses q per windowMs in Envoy's units: exactly, as q per a whole number of the
+// largest unit dividing the window, or else rounded to a rate per second.
+func currentLimit(name string, q, windowMs int64) *rlsv3.RateLimitResponse_RateLimit {
+	rl := &rlsv3.RateLimitResponse_RateLimit{Name: name}
+	for _, u := range []string{"year", "month", "week", "day", "hour", "minute", "second"} {
+		if ms := units[u].ms; windowMs%ms == 0 {
+			rl.Unit, rl.RequestsPerUnit = units[u].enum, uint32(min(q, math.MaxUint32))
+			if m := windowMs / ms; m > 1 {
+				rl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
+			}
+			return rl
+		}
+	}
+	rps := math.Round(float64(q) * 1000 / float64(windowMs))
+	rl.Unit, rl.RequestsPerUnit = rlsv3.RateLimitResponse_RateLimit_SECOND, uint32(min(max(rps, 1), math.MaxUint32))
+	return rl
+}
+
+// headers builds the IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers): one
+// list member per enforced limit, named by its rate_limit name or else its descriptor path.
+type headers struct {
+	names   []string
+	byName  map[string]*hdrItem
+	retryMs int64
+}
+
+type hdrItem struct{ q, w, r, t int64 }
+
+func (h *headers) add(name string, q, windowMs, remaining, resetMs int64) {
+	it := hdrItem{q: q, w: ceilDiv(windowMs, 1000), r: remaining, t: ceilDiv(resetMs, 1000)}
+	if h.byName == nil {
+		h.byName = map[string]*hdrItem{}
+	}
+	if prev, ok := h.byName[name]; ok {
+		// One rule matched by several descriptors: report the tightest.
+		if it.r < prev.r {
+			*prev = it
+		}
+		return
+	}
+	h.names = append(h.names, name)
+	h.byName[name] = &it
+}
+
+func (h *headers) fields(denied bool) []*corev3.HeaderValue {
+	if len(h.names) == 0 {
+		return nil
+	}
+	var pol, cur strings.Builder
+	for i, n := range h.names {
+		it := h.byName[n]
+		if i > 0 {
+			pol.WriteString(", ")
+			cur.WriteString(", ")
+		}
+		fmt.Fprintf(&pol, "%s;q=%d;w=%d", sfString(n), it.q, it.w)
+		fmt.Fprintf(&cur, "%s;r=%d;t=%d", sfString(n), it.r, it.t)
+	}
+	out := []*corev3.HeaderValue{
+		{Key: "RateLimit-Policy", Value: pol.String()},
+		{Key: "RateLimit", Value: cur.String()},
+	}
+	if denied && h.retryMs > 0 {
+		out = append(out, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(ceilDiv(h.retryMs, 1000))})
+	}
+	return out
+}
+
+// sfString quotes s as a structured-field string (RFC 8941), which holds printable ASCII only:
+// other bytes become '?'.
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
