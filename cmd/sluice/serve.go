@@ -74,7 +74,10 @@ func (f *serveFlags) load() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range []struct{ flag string; field *string }{{f.http, &cfg.HTTP}, {f.grpc, &cfg.GRPC}, {f.store, &cfg.Store}} {
+	for _, o := range []struct {
+		flag  string
+		field *string
+	}{{f.http, &cfg.HTTP}, {f.grpc, &cfg.GRPC}, {f.store, &cfg.Store}} {
 		if o.flag != "" {
 			*o.field = o.flag
 		}
