@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// eventually polls cond until it holds, for at most 10 s: the server runs in its own goroutines.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type running struct {
+	http, grpc string
+	log        *syncBuffer
+	stop       context.CancelFunc
+	exit       chan int
+}
+
+// startServe runs sluice serve in this process on free loopback ports.
+func startServe(t *testing.T, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{log: &syncBuffer{}, stop: cancel, exit: make(chan int, 1)}
+	args = append([]string{"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...)
+	go func() { r.exit <- runServe(ctx, args, r.log, r.log) }()
+	listening := regexp.MustCompile(`listening"? http=(\S+) grpc=(\S+)`)
+	eventually(t, "sluice serve to listen", func() bool {
+		m := listening.FindStringSubmatch(r.log.String())
+		if m != nil {
+			r.http, r.grpc = m[1], m[2]
+		}
+		return m != nil
+	})
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.exit:
+		case <-time.After(15 * time.Second):
+			t.Error("sluice serve did not stop")
+		}
+	})
+	return r
+}
+
+func (r *running) check(t *testing.T, policy, key string) (int, map[string]any) {
+	t.Helper()
+	body := fmt.Sprintf(`{"policy":%q,"key":%q}`, policy, key)
+	resp, err := http.Post("http://"+r.http+"/v1/check", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func writeConfig(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeSampleConfig(t *testing.T) {
+	r := startServe(t, "--config", "../../examples/serve/sluice.yaml")
+	for i := range 100 {
+		if code, d := r.check(t, "partner-api", "acme"); code != 200 || d["allowed"] != true {
+			t.Fatalf("check %d: %d %v", i, code, d)
+		}
+	}
+	if _, d := r.check(t, "partner-api", "acme"); d["allowed"] != false || d["retryAfterMs"].(float64) < 1 {
+		t.Fatalf("the 101st check: %v, want denied with a retry", d)
+	}
+	if code, _ := r.check(t, "no-such-model", "acme"); code != 404 {
+		t.Errorf("unknown policy: %d, want 404", code)
+	}
+
+	conn, err := grpc.NewClient(r.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health: %v, %v", h, err)
+	}
+	d, err := sluicev1.NewRateLimiterClient(conn).Check(context.Background(), &sluicev1.CheckRequest{Policy: "api", Key: "k"})
+	if err != nil || !d.GetAllowed() {
+		t.Fatalf("gRPC check: %v, %v", d, err)
+	}
+}
+
+func TestServeReloadsAndShutsDown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n  a: {strategy: fixedWindow, limit: 2, window: 1h}\n")
+	r := startServe(t, "--config", path, "--reload-every", "20ms")
+	r.check(t, "a", "k")
+
+	// A changed file swaps in atomically; the unchanged policy keeps its state.
+	writeConfig(t, path, "policies:\n  a: {strategy: fixedWindow, limit: 2, window: 1h}\n  b: {strategy: gcra, limit: 1, period: 1s, burst: 1}\n")
+	eventually(t, "the new policy", func() bool { code, _ := r.check(t, "b", "k"); return code == 200 })
+	if _, d := r.check(t, "a", "k"); d["remaining"] != float64(0) {
+		t.Errorf("a after the reload: %v, want its second check of two (remaining 0)", d)
+	}
+
+	// An invalid file is rejected and the old config keeps serving.
+	writeConfig(t, path, "policies:\n  b: {strategy: gcra, limit: 0, period: 1s, burst: 1}\n")
+	eventually(t, "the rejection to be logged", func() bool {
+		return strings.Contains(r.log.String(), "config rejected")
+	})
+	if code, _ := r.check(t, "a", "k"); code != 200 {
+		t.Errorf("a after an invalid reload: %d, want the old config still serving", code)
+	}
+	if !strings.Contains(r.log.String(), "policies.b.limit") {
+		t.Errorf("the rejection does not name the offending path:\n%s", r.log.String())
+	}
+
+	r.stop()
+	select {
+	case code := <-r.exit:
+		if code != 0 {
+			t.Errorf("exit %d after a graceful shutdown, want 0", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("sluice serve did not stop")
+	}
+	r.exit <- 0 // for the cleanup
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	writeConfig(t, bad, "policies:\n  api: {strategy: tokenBucket, capacity: 10, refillPerSec: -1}\n")
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 5 policies"},
+		{"names the offending path", []string{"--config", bad}, 1, "policies.api.refillPerSec"},
+		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
+		{"no --config", nil, 2, "pass --config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run(append([]string{"validate"}, tt.args...), &out, &out); code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, out.String())
+			}
+			if !strings.Contains(out.String(), tt.contains) {
+				t.Errorf("output %q lacks %q", out.String(), tt.contains)
+			}
+		})
+	}
+}
