@@ -59,7 +59,8 @@ func ExampleKeyByIP() {
 	// 198.51.100.7
 }
 
-// SetHeaders formats a decision for any handler that checks on its own.
+// SetHeaders formats a decision for any handler that checks on its own and knows only the
+// policy's name; with the *sluice.Policy at hand, header.Set describes every limit of it.
 func ExampleSetHeaders() {
 	d := sluice.Decision{Allowed: false, Limit: 100, Remaining: 0, ResetAt: t0 + 59_500, RetryAfterMs: 600, DeniedBy: 0}
 	h := http.Header{}

@@ -2,8 +2,9 @@
 // *client.Client of a sluice server, whichever Options.Checker holds.
 //
 // Every response carries the RateLimit and RateLimit-Policy header fields of
-// draft-ietf-httpapi-ratelimit-headers; a denied request is answered 429 Too Many Requests with
-// Retry-After and an RFC 9457 application/problem+json body, and never reaches the handler.
+// draft-ietf-httpapi-ratelimit-headers, as package header formats them; a denied request is
+// answered 429 Too Many Requests with Retry-After and an RFC 9457 application/problem+json body,
+// and never reaches the handler.
 //
 // The gRPC interceptor is in package grpcmw, so that net/http users do not import gRPC.
 package middleware
@@ -13,13 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/header"
 )
 
 // Checker decides one check. *sluice.Limiter and *client.Client satisfy it.
@@ -28,7 +27,7 @@ type Checker interface {
 }
 
 // PolicySource is what a Checker may also offer, as *sluice.Limiter does, to let the middleware
-// derive the window of the RateLimit-Policy field from the policy's parameters.
+// describe every limit of the policy in the header fields, each with its own window.
 type PolicySource interface {
 	Policy(name string) (*sluice.Policy, bool)
 }
@@ -47,9 +46,10 @@ type Options struct {
 	Key func(*http.Request) (string, error)
 	// Cost is what a request costs. Nil means 1.
 	Cost func(*http.Request) int64
-	// Window is the w parameter of RateLimit-Policy. 0 means the window of the binding limit when
-	// the Checker is a PolicySource (gcra: periodMs/limit×burst; tokenBucket: capacity/refillPerSec;
-	// the window strategies: windowMs), else no w parameter.
+	// Window is the w parameter of RateLimit-Policy. 0 means: when the Checker is a PolicySource
+	// that knows the policy, the fields header.Set gives (one item per limit, each with its own
+	// window, see header.Window); else one item named Policy, with the decision's figures and no w
+	// parameter. A Window above 0 always gives that one item, with w = Window.
 	Window time.Duration
 	// OnError answers a request whose check failed (or whose key could not be found). Nil means
 	// DefaultOnError.
@@ -92,19 +92,26 @@ func Limit(next http.Handler, opts Options) http.Handler {
 		if ms := sluice.NowFrom(r.Context()); ms != 0 {
 			now = time.UnixMilli(ms)
 		}
-		window := opts.Window
-		if window == 0 && src != nil {
-			if p, ok := src.Policy(opts.Policy); ok {
-				window = WindowOf(p, d)
-			}
+		if p, ok := policyOf(src, opts); ok {
+			header.Set(w.Header(), p, d, now)
+		} else {
+			SetHeaders(w.Header(), opts.Policy, opts.Window, d, now)
 		}
-		SetHeaders(w.Header(), opts.Policy, window, d, now)
 		if !d.Allowed {
 			writeDenied(w, opts.Policy, d)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// policyOf is the policy whose shape the header fields describe, when src knows it and no Window
+// overrides it.
+func policyOf(src PolicySource, opts Options) (*sluice.Policy, bool) {
+	if src == nil || opts.Window != 0 {
+		return nil, false
+	}
+	return src.Policy(opts.Policy)
 }
 
 // Problem is the RFC 9457 body of a 429.
@@ -122,7 +129,7 @@ func writeDenied(w http.ResponseWriter, policy string, d sluice.Decision) {
 		Type:         "about:blank", // the status says it all; retryAfterMs adds precision
 		Title:        http.StatusText(http.StatusTooManyRequests),
 		Status:       http.StatusTooManyRequests,
-		Detail:       fmt.Sprintf("rate limit %q exceeded; retry in %d s", policy, retryAfterSeconds(d.RetryAfterMs)),
+		Detail:       fmt.Sprintf("rate limit %q exceeded; retry in %s s", policy, header.RetryAfter(d)),
 		RetryAfterMs: d.RetryAfterMs,
 	})
 }
@@ -157,68 +164,32 @@ func DefaultOnError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // SetHeaders sets the header fields of draft-ietf-httpapi-ratelimit-headers for decision d of the
-// named policy, taken at now:
+// named policy, taken at now, as one item named policy (see header.Item and header.SetItems):
 //
 //	RateLimit-Policy: "<policy>";q=<limit>;w=<window in seconds, rounded to the nearest, at least 1>
 //	RateLimit: "<policy>";r=<remaining>;t=<seconds until resetAt, rounded up>
 //
 // w is left out when window is 0 or less. A denied decision also gets Retry-After: its retry in
 // seconds, rounded up, at least 1. A decision that knows no limit (Limit 0, such as a client's
-// fail-open answer) sets nothing.
+// fail-open answer) sets nothing. When the *sluice.Policy is at hand, header.Set describes every
+// limit of it.
 func SetHeaders(h http.Header, policy string, window time.Duration, d sluice.Decision, now time.Time) {
 	if d.Limit <= 0 {
 		return
 	}
-	name := sfString(policy)
-	pol := name + ";q=" + strconv.FormatInt(d.Limit, 10)
-	if window > 0 {
-		// Rounded to the nearest second, at least 1, as the forward-auth gate of sluice serve does.
-		pol += ";w=" + strconv.FormatInt(max(int64((window+time.Second/2)/time.Second), 1), 10)
-	}
-	h.Set("RateLimit-Policy", pol)
-	reset := max(ceilDiv(d.ResetAt-now.UnixMilli(), 1000), 0)
-	h.Set("RateLimit", name+";r="+strconv.FormatInt(max(d.Remaining, 0), 10)+";t="+strconv.FormatInt(reset, 10))
-	if !d.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(d.RetryAfterMs), 10))
-	}
+	header.SetItems(h, d, header.Item{
+		Name:      policy,
+		Quota:     d.Limit,
+		Window:    window,
+		Remaining: d.Remaining,
+		Reset:     time.Duration(d.ResetAt-now.UnixMilli()) * time.Millisecond,
+	})
 }
 
-func retryAfterSeconds(ms int64) int64 { return max(ceilDiv(ms, 1000), 1) }
-
-// ceilDiv is ⌈a/b⌉ for b > 0.
-func ceilDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && a > 0 {
-		q++
-	}
-	return q
-}
-
-// sfString quotes s as a Structured Field String (RFC 9651): printable ASCII only, with '"' and
-// '\' escaped. Policy names are safe already; anything else is replaced rather than sent raw.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, c := range []byte(s) {
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// WindowOf is the window of the limit of p that bound decision d (for a composite policy, the part
-// that denied, or else the one with the least remaining): the time one limit takes to replenish
-// fully from empty. gcra: periodMs/limit×burst; tokenBucket: capacity/refillPerSec seconds; the
-// window strategies: windowMs.
+// WindowOf is the window (see header.Window) of the limit of p that bound decision d: for a
+// composite policy, the part that denied, or else the one with the least remaining.
+//
+// Deprecated: header.Set describes every limit of a policy, each with its header.Window.
 func WindowOf(p *sluice.Policy, d sluice.Decision) time.Duration {
 	limits := p.Limits()
 	i := 0
@@ -228,23 +199,7 @@ func WindowOf(p *sluice.Policy, d sluice.Decision) time.Duration {
 	if i < 0 || i >= len(limits) {
 		return 0
 	}
-	var ms float64
-	switch s := limits[i].Strategy.(type) {
-	case sluice.GCRA:
-		ms = s.PeriodMs / s.Limit * s.Burst
-	case sluice.TokenBucket:
-		ms = s.Capacity / s.RefillPerSec * 1000
-	case sluice.FixedWindow:
-		ms = s.WindowMs
-	case sluice.SlidingWindow:
-		ms = s.WindowMs
-	case sluice.SlidingWindowLog:
-		ms = s.WindowMs
-	}
-	if !(ms > 0) || ms > float64(math.MaxInt64/int64(time.Millisecond)) {
-		return 0
-	}
-	return time.Duration(math.Ceil(ms * float64(time.Millisecond)))
+	return header.Window(limits[i])
 }
 
 // bindingPart is the index of the part whose figures d reports, as sluice.Combine chose it.

@@ -118,11 +118,16 @@ func TestLimit(t *testing.T) {
 		{"explicit window", apiPolicy, 90 * time.Second, []req{
 			{t0, 1, wantResponse{status: 200, rateLimit: `"api";r=1;t=1`, policy: `"api";q=2;w=90`, reachedHandler: true}},
 		}},
-		{"composite reports its binding part", modelPolicy, 0, []req{
-			// requests left 1 (of 2, window 60 s) bind while tokens left 100 (of 1000, full in 100 s).
-			{t0, 900, wantResponse{status: 200, rateLimit: `"model";r=1;t=61`, policy: `"model";q=2;w=60`, reachedHandler: true}},
+		{"composite lists every limit", modelPolicy, 0, []req{
+			// requests: 1 left of 2 in 60 s; tokens: 100 left of 1000, full in 100 s.
+			{t0, 900, wantResponse{status: 200, rateLimit: `"model#requests";r=1;t=61, "model#tokens";r=100;t=90`,
+				policy: `"model#requests";q=2;w=60, "model#tokens";q=1000;w=100`, reachedHandler: true}},
 			// 200 tokens are 100 short: the token bucket denies for 10 s.
-			{t0, 200, wantResponse{status: 429, rateLimit: `"model";r=100;t=90`, policy: `"model";q=1000;w=100`, retryAfter: "10", problemRetryMs: 10_000}},
+			{t0, 200, wantResponse{status: 429, rateLimit: `"model#requests";r=0;t=61, "model#tokens";r=100;t=90`,
+				policy: `"model#requests";q=2;w=60, "model#tokens";q=1000;w=100`, retryAfter: "10", problemRetryMs: 10_000}},
+		}},
+		{"explicit window: the binding part alone", modelPolicy, 30 * time.Second, []req{
+			{t0, 900, wantResponse{status: 200, rateLimit: `"model";r=1;t=61`, policy: `"model";q=2;w=30`, reachedHandler: true}},
 		}},
 	}
 	for _, tt := range tests {
@@ -308,42 +313,26 @@ func TestWithClient(t *testing.T) {
 	}
 }
 
+// TestSetHeaders checks what SetHeaders adds to header.SetItems; package header tests the format.
 func TestSetHeaders(t *testing.T) {
 	now := time.UnixMilli(t0)
 	tests := []struct {
 		name                                string
-		policy                              string
 		window                              time.Duration
 		d                                   sluice.Decision
 		wantRateLimit, wantPolicy, wantWait string
 	}{
-		{"allowed", "api", time.Minute, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 1, DeniedBy: -1},
+		{"allowed", time.Minute, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 1, DeniedBy: -1},
 			`"api";r=7;t=1`, `"api";q=10;w=60`, ""},
-		{"reset on the second", "api", time.Minute, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 2000, DeniedBy: -1},
-			`"api";r=7;t=2`, `"api";q=10;w=60`, ""},
-		{"reset rounds up", "api", 1500 * time.Millisecond, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 2001, DeniedBy: -1},
-			`"api";r=7;t=3`, `"api";q=10;w=2`, ""},
-		{"window rounds to the nearest", "api", 1400 * time.Millisecond, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 1000, DeniedBy: -1},
-			`"api";r=7;t=1`, `"api";q=10;w=1`, ""},
-		{"window at least 1 s", "api", 200 * time.Millisecond, sluice.Decision{Allowed: true, Limit: 10, Remaining: 7, ResetAt: t0 + 1000, DeniedBy: -1},
-			`"api";r=7;t=1`, `"api";q=10;w=1`, ""},
-		{"reset now", "api", 0, sluice.Decision{Allowed: true, Limit: 10, Remaining: 10, ResetAt: t0, DeniedBy: -1},
+		{"no window", 0, sluice.Decision{Allowed: true, Limit: 10, Remaining: 10, ResetAt: t0, DeniedBy: -1},
 			`"api";r=10;t=0`, `"api";q=10`, ""},
-		{"reset past", "api", 0, sluice.Decision{Allowed: true, Limit: 10, Remaining: 10, ResetAt: t0 - 5000, DeniedBy: -1},
-			`"api";r=10;t=0`, `"api";q=10`, ""},
-		{"denied for 1 ms", "api", 0, sluice.Decision{Limit: 10, ResetAt: t0 + 1, RetryAfterMs: 1},
-			`"api";r=0;t=1`, `"api";q=10`, "1"},
-		{"denied for 1.5 s", "api", 0, sluice.Decision{Limit: 10, ResetAt: t0 + 9000, RetryAfterMs: 1500},
-			`"api";r=0;t=9`, `"api";q=10`, "2"},
-		{"denied for 0 ms", "api", 0, sluice.Decision{Limit: 10, ResetAt: t0}, `"api";r=0;t=0`, `"api";q=10`, "1"},
-		{"quoting", `a"b\c`, 0, sluice.Decision{Allowed: true, Limit: 1, Remaining: 1, ResetAt: t0, DeniedBy: -1},
-			`"a\"b\\c";r=1;t=0`, `"a\"b\\c";q=1`, ""},
-		{"no limit known", "api", time.Minute, sluice.Decision{Allowed: true, DeniedBy: -1}, "", "", ""},
+		{"denied", 0, sluice.Decision{Limit: 10, ResetAt: t0 + 9000, RetryAfterMs: 1500}, `"api";r=0;t=9`, `"api";q=10`, "2"},
+		{"no limit known", time.Minute, sluice.Decision{Allowed: true, DeniedBy: -1}, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			middleware.SetHeaders(h, tt.policy, tt.window, tt.d, now)
+			middleware.SetHeaders(h, "api", tt.window, tt.d, now)
 			if h.Get("RateLimit") != tt.wantRateLimit || h.Get("RateLimit-Policy") != tt.wantPolicy || h.Get("Retry-After") != tt.wantWait {
 				t.Errorf("RateLimit %q, RateLimit-Policy %q, Retry-After %q; want %q, %q, %q",
 					h.Get("RateLimit"), h.Get("RateLimit-Policy"), h.Get("Retry-After"), tt.wantRateLimit, tt.wantPolicy, tt.wantWait)
@@ -352,26 +341,22 @@ func TestSetHeaders(t *testing.T) {
 	}
 }
 
+// TestWindowOf checks which limit WindowOf picks; package header tests the windows.
 func TestWindowOf(t *testing.T) {
 	tests := []struct {
-		name     string
-		strategy sluice.Strategy
-		want     time.Duration
+		name string
+		p    *sluice.Policy
+		d    sluice.Decision
+		want time.Duration
 	}{
-		{"gcra", sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 5}, 500 * time.Millisecond},
-		{"token bucket", sluice.TokenBucket{Capacity: 100, RefillPerSec: 100.0 / 60}, time.Minute},
-		{"fixed window", sluice.FixedWindow{Limit: 5, WindowMs: 15 * 60_000}, 15 * time.Minute},
-		{"sliding window", sluice.SlidingWindow{Limit: 5, WindowMs: 1000, Buckets: 4}, time.Second},
-		{"sliding window log", sluice.SlidingWindowLog{Limit: 5, WindowMs: 2500}, 2500 * time.Millisecond},
-		{"beyond a Duration", sluice.FixedWindow{Limit: 5, WindowMs: 1e15}, 0},
+		{"single limit", apiPolicy, sluice.Decision{Allowed: true, DeniedBy: -1}, 2 * time.Second},
+		{"composite, denied", modelPolicy, sluice.Decision{DeniedBy: 1, Parts: []sluice.Decision{{Remaining: 0}, {Remaining: 5}}}, 100 * time.Second},
+		{"composite, least remaining", modelPolicy, sluice.Decision{Allowed: true, DeniedBy: -1, Parts: []sluice.Decision{{Remaining: 1}, {Remaining: 5}}}, time.Minute},
+		{"composite without parts", modelPolicy, sluice.Decision{Allowed: true, DeniedBy: -1}, time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := sluice.NewPolicy("p", sluice.Limit{Strategy: tt.strategy})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := middleware.WindowOf(p, sluice.Decision{Allowed: true, DeniedBy: -1}); got != tt.want {
+			if got := middleware.WindowOf(tt.p, tt.d); got != tt.want {
 				t.Errorf("WindowOf: %v, want %v", got, tt.want)
 			}
 		})

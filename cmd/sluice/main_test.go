@@ -112,9 +112,9 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:   "unknown command",
-			args:   []string{"serve"},
+			args:   []string{"sevre"},
 			code:   2,
-			stderr: []string{`unknown command "serve"`, "usage: sluice"},
+			stderr: []string{`unknown command "sevre"`, "usage: sluice"},
 		},
 	}
 	for _, tt := range tests {

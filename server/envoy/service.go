@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -403,7 +403,7 @@ func describe(r *rule, p *sluice.Policy, d sluice.Decision) (q, windowMs int64, 
 	if q == 0 {
 		q = int64(l.Strategy.Ceiling())
 	}
-	windowMs = window(l.Strategy)
+	windowMs = window(l)
 	name := r.name
 	if name == "" {
 		name = p.Name()
@@ -431,23 +431,14 @@ func binding(d sluice.Decision, n int) int {
 	return 0
 }
 
-// window is the span (ms) over which a strategy grants its ceiling: the window, the time a token
-// bucket takes to fill, GCRA's burst tolerance.
-func window(s sluice.Strategy) int64 {
-	var ms float64
-	switch v := s.(type) {
-	case sluice.FixedWindow:
-		ms = v.WindowMs
-	case sluice.SlidingWindow:
-		ms = v.WindowMs
-	case sluice.SlidingWindowLog:
-		ms = v.WindowMs
-	case sluice.TokenBucket:
-		ms = v.Capacity / v.RefillPerSec * 1000
-	case sluice.GCRA:
-		ms = v.PeriodMs / v.Limit * v.Burst
+// window is the span (ms) over which a limit grants its ceiling (header.Window), at least 1.
+func window(l sluice.Limit) int64 {
+	w := header.Window(l)
+	ms := int64(w / time.Millisecond)
+	if w%time.Millisecond != 0 {
+		ms++
 	}
-	return max(int64(math.Ceil(ms)), 1)
+	return max(ms, 1)
 }
 
 // currentLimit expresses q per windowMs in Envoy's units: exactly, as q per a whole number of the
@@ -471,77 +462,44 @@ func currentLimit(name string, q, windowMs int64) *rlsv3.RateLimitResponse_RateL
 // headers builds the IETF RateLimit header fields (draft-ietf-httpapi-ratelimit-headers): one
 // list member per enforced limit, named by its rate_limit name or else its descriptor path.
 type headers struct {
-	names   []string
-	byName  map[string]*hdrItem
+	items   []header.Item
+	byName  map[string]int // index in items
 	retryMs int64
 }
 
-type hdrItem struct{ q, w, r, t int64 }
-
 func (h *headers) add(name string, q, windowMs, remaining, resetMs int64) {
-	it := hdrItem{q: q, w: ceilDiv(windowMs, 1000), r: remaining, t: ceilDiv(resetMs, 1000)}
-	if h.byName == nil {
-		h.byName = map[string]*hdrItem{}
+	it := header.Item{
+		Name:      name,
+		Quota:     q,
+		Window:    time.Duration(windowMs) * time.Millisecond,
+		Remaining: remaining,
+		Reset:     time.Duration(resetMs) * time.Millisecond,
 	}
-	if prev, ok := h.byName[name]; ok {
+	if h.byName == nil {
+		h.byName = map[string]int{}
+	}
+	if i, ok := h.byName[name]; ok {
 		// One rule matched by several descriptors: report the tightest.
-		if it.r < prev.r {
-			*prev = it
+		if it.Remaining < h.items[i].Remaining {
+			h.items[i] = it
 		}
 		return
 	}
-	h.names = append(h.names, name)
-	h.byName[name] = &it
+	h.byName[name] = len(h.items)
+	h.items = append(h.items, it)
 }
 
 func (h *headers) fields(denied bool) []*corev3.HeaderValue {
-	if len(h.names) == 0 {
+	if len(h.items) == 0 {
 		return nil
 	}
-	var pol, cur strings.Builder
-	for i, n := range h.names {
-		it := h.byName[n]
-		if i > 0 {
-			pol.WriteString(", ")
-			cur.WriteString(", ")
-		}
-		fmt.Fprintf(&pol, "%s;q=%d;w=%d", sfString(n), it.q, it.w)
-		fmt.Fprintf(&cur, "%s;r=%d;t=%d", sfString(n), it.r, it.t)
-	}
+	policy, ratelimit := header.Format(h.items...)
 	out := []*corev3.HeaderValue{
-		{Key: "RateLimit-Policy", Value: pol.String()},
-		{Key: "RateLimit", Value: cur.String()},
+		{Key: "RateLimit-Policy", Value: policy},
+		{Key: "RateLimit", Value: ratelimit},
 	}
 	if denied && h.retryMs > 0 {
-		out = append(out, &corev3.HeaderValue{Key: "Retry-After", Value: fmt.Sprint(ceilDiv(h.retryMs, 1000))})
+		out = append(out, &corev3.HeaderValue{Key: "Retry-After", Value: header.RetryAfter(sluice.Decision{RetryAfterMs: h.retryMs})})
 	}
 	return out
-}
-
-// sfString quotes s as a structured-field string (RFC 8941), which holds printable ASCII only:
-// other bytes become '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-func ceilDiv(a, b int64) int64 {
-	if a <= 0 {
-		return 0
-	}
-	return (a + b - 1) / b
 }

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -53,7 +54,8 @@ type Options struct {
 	// GateKeyHeader names the request header the gate takes its key from when the query has no
 	// key, such as "X-Api-Key"; empty means the gate falls back to the client address directly.
 	GateKeyHeader string
-	// TrustedProxies are the peers whose X-Forwarded-For the gate believes (see ClientAddr).
+	// TrustedProxies are the peers whose Forwarded or X-Forwarded-For the gate believes (see
+	// header.ClientAddr).
 	TrustedProxies []netip.Prefix
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -386,7 +388,7 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		key = r.Header.Get(a.opts.GateKeyHeader)
 	}
 	if key == "" {
-		addr, ok := ClientAddr(r, a.opts.TrustedProxies)
+		addr, ok := header.ClientAddr(r, a.opts.TrustedProxies)
 		if !ok {
 			writeError(w, invalidf("key: none given, and the client address %q is not an address", r.RemoteAddr))
 			return
@@ -403,9 +405,9 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		at = time.UnixMilli(now)
 	}
 	if p, ok := a.srv.Limiter().Policy(policy); ok {
-		SetRateLimitHeaders(w.Header(), p, d, at)
-	} else { // reloaded away since the check: its shape is gone, its verdict stands
-		setRetryAfter(w.Header(), d)
+		header.Set(w.Header(), p, d, at)
+	} else if !d.Allowed { // reloaded away since the check: its shape is gone, its verdict stands
+		w.Header().Set("Retry-After", header.RetryAfter(d))
 	}
 	status := http.StatusOK
 	if !d.Allowed {

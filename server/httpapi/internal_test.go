@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -31,21 +30,5 @@ func TestStatusOf(t *testing.T) {
 				t.Errorf("statusOf = %d %s %q, want %d %s %q", status, code, msg, tt.status, tt.code, tt.msg)
 			}
 		})
-	}
-}
-
-func TestCeilSeconds(t *testing.T) {
-	for _, tt := range []struct{ ms, want int64 }{{-5, 0}, {0, 0}, {1, 1}, {999, 1}, {1000, 1}, {1001, 2}} {
-		if got := ceilSeconds(tt.ms); got != tt.want {
-			t.Errorf("ceilSeconds(%d) = %d, want %d", tt.ms, got, tt.want)
-		}
-	}
-}
-
-func TestRetryAfterDenialWithoutWait(t *testing.T) {
-	h := http.Header{}
-	setRetryAfter(h, sluice.Decision{})
-	if got := h.Get("Retry-After"); got != "1" {
-		t.Errorf("Retry-After %q, want 1: a denial is never retried at once", got)
 	}
 }
