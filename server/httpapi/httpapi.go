@@ -9,7 +9,7 @@
 //	POST /v1/forecast     {"policy","key","cost"?,"now"?}     → {"spendableNow","nextReplenishAt","fullAt"}
 //	POST /v1/refund       {"policy","key","cost"?,"now"?}     → {}
 //	POST /v1/reset        {"policy","key"}                    → {}
-//	GET  /v1/gate/{policy}?key=…&cost=…                       → 200 or 429, with RateLimit fields
+//	GET  /v1/gate/{policy}?key=…&cost=…&denyStatus=…            → 200, or 429 (403 with denyStatus=403, for nginx), with RateLimit fields
 //	GET  /metrics, /healthz, /readyz
 //
 // A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
@@ -383,6 +383,16 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// nginx's auth_request knows only 2xx, 401 and 403: a gate behind it denies with 403, which
+	// nginx's error_page turns back into 429.
+	deny, err := queryInt(q.Get("denyStatus"), "denyStatus", http.StatusTooManyRequests)
+	if err == nil && deny != http.StatusTooManyRequests && deny != http.StatusForbidden {
+		err = invalidf("denyStatus: must be 429 or 403, got %d", deny)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	key := q.Get("key")
 	if key == "" && a.opts.GateKeyHeader != "" {
 		key = r.Header.Get(a.opts.GateKeyHeader)
@@ -411,7 +421,7 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	if !d.Allowed {
-		status = http.StatusTooManyRequests
+		status = int(deny)
 	}
 	writeJSON(w, status, wire(d))
 }

@@ -308,6 +308,7 @@ func TestErrors(t *testing.T) {
 		{"gate of no policy", "GET", "/v1/gate/?key=k", ``, 404, "not_found", "unknown policy"},
 		{"gate cost not a number", "GET", "/v1/gate/fixed?key=k&cost=two", ``, 400, "invalid_argument", `cost: must be an integer, got "two"`},
 		{"gate cost 0", "GET", "/v1/gate/fixed?key=k&cost=0", ``, 400, "invalid_argument", "invalid cost"},
+		{"gate deny status other than 403 or 429", "GET", "/v1/gate/fixed?key=k&denyStatus=500", ``, 400, "invalid_argument", "denyStatus: must be 429 or 403"},
 		{"gate now not a number", "GET", "/v1/gate/fixed?key=k&now=soon", ``, 400, "invalid_argument", "now: must be an integer"},
 	}
 	for _, tt := range tests {
@@ -509,6 +510,11 @@ func TestGateHeaders(t *testing.T) {
 			"Ratelimit":        {`"gcra";r=0;t=1`},
 		}},
 		{"gcra denied", fmt.Sprintf("/v1/gate/gcra?key=k&now=%d", t0), 429, http.Header{
+			"Ratelimit-Policy": {`"gcra";q=5;w=1`},
+			"Ratelimit":        {`"gcra";r=0;t=1`},
+			"Retry-After":      {"1"},
+		}},
+		{"denied with 403 for nginx", fmt.Sprintf("/v1/gate/gcra?key=k&now=%d&denyStatus=403", t0), 403, http.Header{
 			"Ratelimit-Policy": {`"gcra";q=5;w=1`},
 			"Ratelimit":        {`"gcra";r=0;t=1`},
 			"Retry-After":      {"1"},
