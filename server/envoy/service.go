@@ -2,7 +2,6 @@ package envoy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -20,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/grpcapi"
 )
 
 // MaxDescriptors is the most descriptors one request may carry.
@@ -116,25 +116,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	resp, err := s.decide(ctx, req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, grpcapi.Status(err)
 	}
 	return resp, nil
-}
-
-func grpcError(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return status.FromContextError(err).Err()
-	}
-	c := codes.Internal
-	switch server.CodeOf(err) {
-	case server.CodeInvalid:
-		c = codes.InvalidArgument
-	case server.CodeNotFound:
-		c = codes.NotFound
-	case server.CodeUnavailable:
-		c = codes.Unavailable
-	}
-	return status.Error(c, err.Error())
 }
 
 func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {

@@ -45,7 +45,7 @@ type service struct {
 func (s *service) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.Decision, error) {
 	d, err := s.srv.Check(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost()))
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	out := new(sluicev1.Decision)
 	fill(out, d)
@@ -55,11 +55,11 @@ func (s *service) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluic
 func (s *service) CheckMany(ctx context.Context, req *sluicev1.CheckManyRequest) (*sluicev1.CheckManyResponse, error) {
 	keys := req.GetKeys()
 	if len(keys) > MaxBatch {
-		return nil, statusOf(&sluice.InvalidError{Field: "keys", Reason: fmt.Sprintf("%d keys, more than %d per call", len(keys), MaxBatch)})
+		return nil, Status(&sluice.InvalidError{Field: "keys", Reason: fmt.Sprintf("%d keys, more than %d per call", len(keys), MaxBatch)})
 	}
 	ds, err := s.srv.CheckMany(ctx, req.GetNow(), req.GetPolicy(), keys, cost(req.GetCost()))
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	// One allocation for all the messages: batches are the path that must be cheap per check.
 	msgs := make([]sluicev1.Decision, len(ds))
@@ -74,7 +74,7 @@ func (s *service) CheckMany(ctx context.Context, req *sluicev1.CheckManyRequest)
 func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (*sluicev1.Decision, error) {
 	in := req.GetItems()
 	if len(in) > MaxBatch {
-		return nil, statusOf(&sluice.InvalidError{Field: "items", Reason: fmt.Sprintf("%d items, more than %d per call", len(in), MaxBatch)})
+		return nil, Status(&sluice.InvalidError{Field: "items", Reason: fmt.Sprintf("%d items, more than %d per call", len(in), MaxBatch)})
 	}
 	items := make([]sluice.Item, len(in))
 	for i, it := range in {
@@ -82,7 +82,7 @@ func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (
 	}
 	d, err := s.srv.CheckAll(ctx, req.GetNow(), items)
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	out := new(sluicev1.Decision)
 	fill(out, d)
@@ -92,7 +92,7 @@ func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (
 func (s *service) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluicev1.Decision, error) {
 	d, err := s.srv.Peek(ctx, req.GetNow(), req.GetPolicy(), req.GetKey())
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	out := new(sluicev1.Decision)
 	fill(out, d)
@@ -102,21 +102,21 @@ func (s *service) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluicev
 func (s *service) Forecast(ctx context.Context, req *sluicev1.ForecastRequest) (*sluicev1.Forecast, error) {
 	f, err := s.srv.Forecast(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost()))
 	if err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	return &sluicev1.Forecast{SpendableNow: f.SpendableNow, NextReplenishAt: f.NextReplenishAt, FullAt: f.FullAt}, nil
 }
 
 func (s *service) Reset(ctx context.Context, req *sluicev1.ResetRequest) (*sluicev1.ResetResponse, error) {
 	if err := s.srv.Reset(ctx, req.GetPolicy(), req.GetKey()); err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	return &sluicev1.ResetResponse{}, nil
 }
 
 func (s *service) Refund(ctx context.Context, req *sluicev1.RefundRequest) (*sluicev1.RefundResponse, error) {
 	if err := s.srv.Refund(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost())); err != nil {
-		return nil, statusOf(err)
+		return nil, Status(err)
 	}
 	return &sluicev1.RefundResponse{}, nil
 }
@@ -149,8 +149,8 @@ func fill(m *sluicev1.Decision, d sluice.Decision) {
 	}
 }
 
-// statusOf maps an error of the Server to a gRPC status.
-func statusOf(err error) error {
+// Status maps an error of the Server to a gRPC status error; Envoy's front end shares it.
+func Status(err error) error {
 	var code codes.Code
 	switch server.CodeOf(err) {
 	case server.CodeInvalid:

@@ -28,8 +28,8 @@ func TestStatusOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := status.Code(statusOf(tt.err)); got != tt.want {
-				t.Errorf("statusOf(%v) = %v, want %v", tt.err, got, tt.want)
+			if got := status.Code(Status(tt.err)); got != tt.want {
+				t.Errorf("Status(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
 	}
