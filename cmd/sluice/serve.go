@@ -175,6 +175,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		Handler:           httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader}),
 		ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig:         tlsConf,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
 	httpLn, err := net.Listen("tcp", cfg.HTTP)

@@ -3,8 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -195,5 +204,85 @@ func TestValidate(t *testing.T) {
 				t.Errorf("output %q lacks %q", out.String(), tt.contains)
 			}
 		})
+	}
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 and its key, returning their paths.
+func writeCert(t *testing.T, dir, name string) (certPath, keyPath string, cert *x509.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ = x509.ParseCertificate(der)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	writeConfig(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeConfig(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	return certPath, keyPath, cert
+}
+
+func TestServeMutualTLSAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	srvCert, srvKey, srvX509 := writeCert(t, dir, "server")
+	cliCert, cliKey, _ := writeCert(t, dir, "client")
+	tokens := filepath.Join(dir, "tokens")
+	writeConfig(t, tokens, "# one a line\ns3cret\n")
+	cfg := filepath.Join(dir, "sluice.yaml")
+	writeConfig(t, cfg, "policies:\n  api: {strategy: fixedWindow, limit: 5, window: 1m}\n")
+	r := startServe(t, "--config", cfg, "--tls-cert", srvCert, "--tls-key", srvKey,
+		"--tls-client-ca", cliCert, "--auth-token-file", tokens)
+
+	roots := x509.NewCertPool()
+	roots.AddCert(srvX509)
+	pair, err := tls.LoadX509KeyPair(cliCert, cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(certs []tls.Certificate, token string) (int, error) {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
+		req, _ := http.NewRequest("POST", "https://"+r.http+"/v1/check", strings.NewReader(`{"policy":"api","key":"k"}`))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post([]tls.Certificate{pair}, "s3cret"); err != nil || code != 200 {
+		t.Errorf("client certificate and token: %d, %v; want 200", code, err)
+	}
+	if code, err := post([]tls.Certificate{pair}, "wrong"); err != nil || code != 401 {
+		t.Errorf("a wrong token: %d, %v; want 401", code, err)
+	}
+	if _, err := post(nil, "s3cret"); err == nil {
+		t.Error("a client without a certificate was served")
+	}
+	if resp, err := http.Post("http://"+r.http+"/v1/check", "application/json", strings.NewReader(`{}`)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP on the TLS port: %d, want 400", resp.StatusCode)
+		}
 	}
 }
