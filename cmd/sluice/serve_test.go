@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,4 +286,18 @@ func TestServeMutualTLSAndTokens(t *testing.T) {
 			t.Errorf("plain HTTP on the TLS port: %d, want 400", resp.StatusCode)
 		}
 	}
+}
+
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n  a: {strategy: fixedWindow, limit: 2, window: 1h}\n")
+	r := startServe(t, "--config", path, "--reload-every", "1h") // only the signal reloads
+	writeConfig(t, path, "policies:\n  b: {strategy: fixedWindow, limit: 2, window: 1h}\n")
+	if code, _ := r.check(t, "b", "k"); code != 404 {
+		t.Fatalf("b before the signal: %d, want 404", code)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reload on SIGHUP", func() bool { code, _ := r.check(t, "b", "k"); return code == 200 })
 }
