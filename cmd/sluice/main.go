@@ -28,6 +28,7 @@ const usage = `usage: sluice <command> [arguments]
 
 commands:
   serve        run the rate-limit service (HTTP JSON, gRPC, Envoy's rate-limit API)
+  bench        drive a running sluice serve with load over gRPC or HTTP and summarize
   validate     check a config file
   conformance  replay conformance vector files against a store
   version      print the sluice and Go versions
@@ -50,6 +51,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "bench":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runBench(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return runValidate(args[1:], stdout, stderr)
 	case "conformance":

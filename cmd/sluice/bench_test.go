@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// benchSummary is the JSON of sluice bench --json, as a reader would take it.
+type benchSummary struct {
+	Proto        string  `json:"proto"`
+	Batch        int     `json:"batch"`
+	Calls        int64   `json:"calls"`
+	Checks       int64   `json:"checks"`
+	ChecksPerSec float64 `json:"checksPerSec"`
+	Allowed      int64   `json:"allowed"`
+	Denied       int64   `json:"denied"`
+	Errors       int64   `json:"errors"`
+	Latency      struct {
+		P50, P90, P99, Max float64
+	} `json:"latencyMs"`
+}
+
+func TestBench(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n"+
+		"  generous: {strategy: tokenBucket, capacity: 1000000000, refillPerSec: 1000000000}\n"+
+		"  tight: {strategy: fixedWindow, limit: 1, window: 1h}\n")
+	r := startServe(t, "--config", path)
+	tests := []struct {
+		name, proto, policy string
+		batch               int
+		wantDenied          bool
+	}{
+		{"grpc unary", "grpc", "generous", 0, false},
+		{"grpc batch", "grpc", "generous", 50, false},
+		{"http unary", "http", "generous", 1, false},
+		{"http batch", "http", "generous", 50, false},
+		{"grpc denials", "grpc", "tight", 0, true},
+		{"http denials", "http", "tight", 10, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target := r.grpc
+			if tt.proto == "http" {
+				target = r.http
+			}
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"bench", "--target", target, "--proto", tt.proto, "--policy", tt.policy,
+				"--keys", "100", "--concurrency", "8", "--conns", "2", "--duration", "1500ms",
+				"--batch", itoa(tt.batch), "--json"}, &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			var s benchSummary
+			if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+				t.Fatalf("the JSON summary does not parse: %v\n%s", err, stdout.String())
+			}
+			batch := int64(max(tt.batch, 1))
+			switch {
+			case s.Calls == 0:
+				t.Errorf("no calls: %s", stdout.String())
+			case s.Checks != s.Calls*batch:
+				t.Errorf("checks %d, want calls %d × batch %d", s.Checks, s.Calls, batch)
+			case s.Allowed+s.Denied != s.Checks:
+				t.Errorf("allowed %d + denied %d != checks %d", s.Allowed, s.Denied, s.Checks)
+			case s.Errors != 0:
+				t.Errorf("errors %d", s.Errors)
+			case s.Proto != tt.proto || s.Batch != int(batch):
+				t.Errorf("proto %q batch %d, want %q %d", s.Proto, s.Batch, tt.proto, batch)
+			case !(s.Latency.P50 > 0 && s.Latency.P50 <= s.Latency.P90 && s.Latency.P90 <= s.Latency.P99 && s.Latency.P99 <= s.Latency.Max):
+				t.Errorf("latency quantiles out of order: %+v", s.Latency)
+			case tt.wantDenied != (s.Denied > 0):
+				t.Errorf("denied %d, want denials %v", s.Denied, tt.wantDenied)
+			}
+			// stderr is not a terminal here: progress comes as whole lines, one after ~1 s.
+			if strings.Contains(stderr.String(), "\r") || !strings.Contains(stderr.String(), "checks/s") {
+				t.Errorf("progress on stderr: %q", stderr.String())
+			}
+		})
+	}
+}
+
+func TestBenchTable(t *testing.T) {
+	r := startServe(t, "--config", "../../examples/serve/sluice.yaml")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--target", r.grpc, "--policy", "partner-api", "--keys", "10",
+		"--concurrency", "4", "--duration", "300ms"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !regexp.MustCompile(`(?m)^errors +0$`).MatchString(stdout.String()) {
+		t.Errorf("the summary lacks a row of 0 errors:\n%s", stdout.String())
+	}
+	for _, row := range []string{"calls", "checks", "checks/s", "allowed", "denied", "p50", "p90", "p99", "max"} {
+		if !strings.Contains(stdout.String(), row) {
+			t.Errorf("the summary lacks %q:\n%s", row, stdout.String())
+		}
+	}
+}
+
+func TestBenchErrors(t *testing.T) {
+	r := startServe(t)
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"unknown policy over grpc", []string{"--target", r.grpc, "--policy", "nope"}, 2, "NotFound"},
+		{"unknown policy over http", []string{"--target", r.http, "--proto", "http", "--policy", "nope"}, 2, "404"},
+		{"no target", []string{"--policy", "p"}, 2, "no target"},
+		{"bad proto", []string{"--target", r.grpc, "--policy", "p", "--proto", "quic"}, 2, "want grpc or http"},
+		{"stray argument", []string{"--target", r.grpc, "--policy", "p", "extra"}, 2, "unexpected arguments"},
+		{"help", []string{"-h"}, 0, "--concurrency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := runBench(context.Background(), tt.args, &out, &out); code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, out.String())
+			}
+			if !strings.Contains(out.String(), tt.contains) {
+				t.Errorf("output %q lacks %q", out.String(), tt.contains)
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
