@@ -14,7 +14,9 @@ import (
 	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
-const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http] [--keys N] [--concurrency N] [--conns N] [--duration D] [--batch N] [--cost N] [--token T] [--json]\n\n"
+const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
+	"With --proto gubernator, --target is gubernator's gRPC port, --policy the rate limit's name,\n" +
+	"and --limit and --period (required) the limit and duration sent in each request.\n\n"
 
 // runBench drives a running server and prints a summary: exit 0 when every call succeeded, 1 when
 // some failed, 2 on bad usage or when the run could not start.
@@ -27,7 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := loadgen.Config{}
 	fs.StringVar(&cfg.Target, "target", "", "`address` (host:port) of the server's gRPC or HTTP port")
-	fs.StringVar(&cfg.Proto, "proto", loadgen.GRPC, "protocol: grpc or http")
+	fs.StringVar(&cfg.Proto, "proto", loadgen.GRPC, "protocol: grpc, http, or gubernator (its GetRateLimits API, for comparison)")
 	fs.StringVar(&cfg.Policy, "policy", "", "policy `NAME` to check against")
 	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct keys, chosen uniformly at random")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent callers")
@@ -36,6 +38,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Batch, "batch", 0, "keys per call: 0 or 1 for unary Check, more for CheckMany")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each check")
 	fs.StringVar(&cfg.Token, "token", "", "bearer `token` to send with every call")
+	fs.Int64Var(&cfg.Limit, "limit", 0, "gubernator only: the `limit` sent in each request")
+	fs.DurationVar(&cfg.Period, "period", 0, "gubernator only: the duration sent in each request")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -97,6 +101,9 @@ func printSummary(w io.Writer, s *loadgen.Summary) {
 	call := "Check"
 	if s.Batch > 1 {
 		call = fmt.Sprintf("CheckMany of %d", s.Batch)
+	}
+	if s.Proto == loadgen.Gubernator {
+		call = fmt.Sprintf("GetRateLimits of %d, limit %d per %v", s.Batch, s.Limit, time.Duration(s.PeriodMs)*time.Millisecond)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "target\t%s (%s), policy %s, %s, cost %d\n", s.Target, s.Proto, s.Policy, call, s.Cost)

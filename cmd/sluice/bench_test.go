@@ -114,7 +114,10 @@ func TestBenchErrors(t *testing.T) {
 		{"unknown policy over grpc", []string{"--target", r.grpc, "--policy", "nope"}, 2, "NotFound"},
 		{"unknown policy over http", []string{"--target", r.http, "--proto", "http", "--policy", "nope"}, 2, "404"},
 		{"no target", []string{"--policy", "p"}, 2, "no target"},
-		{"bad proto", []string{"--target", r.grpc, "--policy", "p", "--proto", "quic"}, 2, "want grpc or http"},
+		{"bad proto", []string{"--target", r.grpc, "--policy", "p", "--proto", "quic"}, 2, "want grpc, http or gubernator"},
+		{"gubernator without limit", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--period", "1s"}, 2, "needs --limit"},
+		{"gubernator without period", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--limit", "5"}, 2, "needs --period"},
+		{"gubernator against sluice", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--limit", "5", "--period", "1s"}, 2, "Unimplemented"},
 		{"stray argument", []string{"--target", r.grpc, "--policy", "p", "extra"}, 2, "unexpected arguments"},
 		{"help", []string{"-h"}, 0, "--concurrency"},
 	}

@@ -1,6 +1,6 @@
 // Package loadgen is the engine of sluice bench: it drives a running sluice server over gRPC or
-// HTTP with a fixed number of concurrent callers for a fixed duration, and reports throughput,
-// outcomes and call latency.
+// HTTP (or, for comparison, gubernator over its gRPC API) with a fixed number of concurrent callers
+// for a fixed duration, and reports throughput, outcomes and call latency.
 //
 // Each caller (worker) keeps its own counters and latency histogram, so the hot path takes no lock;
 // progress reports and the final summary merge them.
@@ -19,14 +19,15 @@ import (
 
 // Protocols Run can speak.
 const (
-	GRPC = "grpc"
-	HTTP = "http"
+	GRPC       = "grpc"
+	HTTP       = "http"
+	Gubernator = "gubernator" // gubernator's GetRateLimits over gRPC, for comparison
 )
 
 // Config describes one run.
 type Config struct {
 	Target      string        // host:port of the server's gRPC or HTTP port (an http:// URL also works for HTTP)
-	Proto       string        // GRPC or HTTP
+	Proto       string        // GRPC, HTTP or Gubernator
 	Policy      string        // the policy to check against
 	Keys        int           // distinct keys, chosen uniformly at random
 	Concurrency int           // concurrent callers
@@ -35,6 +36,8 @@ type Config struct {
 	Batch       int           // 0 or 1: unary Check; more: CheckMany of Batch keys per call
 	Cost        int64         // the cost of each check; 0 means 1
 	Token       string        // bearer token sent with every call, if not empty
+	Limit       int64         // Gubernator only: the limit sent in each request
+	Period      time.Duration // Gubernator only: the duration sent in each request (whole ms)
 
 	// Progress, if set, is called about every ProgressEvery (default 1 s) from one goroutine with
 	// the figures of the interval just past.
@@ -63,6 +66,8 @@ type Summary struct {
 	Conns        int           `json:"conns"`
 	Batch        int           `json:"batch"`
 	Cost         int64         `json:"cost"`
+	Limit        int64         `json:"limit,omitempty"`    // Gubernator only
+	PeriodMs     int64         `json:"periodMs,omitempty"` // Gubernator only
 	Elapsed      time.Duration `json:"-"`
 	ElapsedSec   float64       `json:"elapsedSec"`
 	Calls        int64         `json:"calls"` // successful calls; failed ones are Errors
@@ -110,8 +115,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Target == "":
 		return errors.New("no target: pass --target ADDR")
-	case c.Proto != GRPC && c.Proto != HTTP:
-		return fmt.Errorf("proto %q: want grpc or http", c.Proto)
+	case c.Proto != GRPC && c.Proto != HTTP && c.Proto != Gubernator:
+		return fmt.Errorf("proto %q: want grpc, http or gubernator", c.Proto)
 	case c.Policy == "":
 		return errors.New("no policy: pass --policy NAME")
 	case c.Keys < 1:
@@ -126,6 +131,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("batch %d: want 0 to 1000", c.Batch)
 	case c.Cost < 0:
 		return fmt.Errorf("cost %d: want 0 or more", c.Cost)
+	case c.Proto == Gubernator && c.Limit < 1:
+		return fmt.Errorf("limit %d: gubernator needs --limit N, at least 1", c.Limit)
+	case c.Proto == Gubernator && c.Period < time.Millisecond:
+		return fmt.Errorf("period %v: gubernator needs --period D, at least 1ms", c.Period)
+	case c.Proto == Gubernator && c.Batch > gubernatorMaxBatch:
+		return fmt.Errorf("batch %d: gubernator takes at most %d", c.Batch, gubernatorMaxBatch)
 	}
 	if c.Batch == 0 {
 		c.Batch = 1
@@ -149,10 +160,13 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	var tr transport
 	var err error
-	if cfg.Proto == GRPC {
+	switch cfg.Proto {
+	case GRPC:
 		tr, err = newGRPC(cfg)
-	} else {
+	case HTTP:
 		tr, err = newHTTP(cfg)
+	case Gubernator:
+		tr, err = newGubernator(cfg)
 	}
 	if err != nil {
 		return nil, err
@@ -231,6 +245,9 @@ wait:
 			P50: final.hist.Quantile(0.50), P90: final.hist.Quantile(0.90),
 			P99: final.hist.Quantile(0.99), Max: final.hist.Max,
 		},
+	}
+	if cfg.Proto == Gubernator {
+		s.Limit, s.PeriodMs = cfg.Limit, cfg.Period.Milliseconds()
 	}
 	for _, w := range workers {
 		if e := w.firstErr.Load(); e != nil {

@@ -24,6 +24,10 @@ func TestValidate(t *testing.T) {
 		{"no duration", func(c *Config) { c.Duration = 0 }, "duration 0s"},
 		{"batch too large", func(c *Config) { c.Batch = 1001 }, "batch 1001"},
 		{"negative cost", func(c *Config) { c.Cost = -1 }, "cost -1"},
+		{"gubernator valid", func(c *Config) { c.Proto, c.Limit, c.Period = Gubernator, 10, time.Second }, ""},
+		{"gubernator no limit", func(c *Config) { c.Proto, c.Period = Gubernator, time.Second }, "needs --limit"},
+		{"gubernator no period", func(c *Config) { c.Proto, c.Limit = Gubernator, 10 }, "needs --period"},
+		{"gubernator sub-ms period", func(c *Config) { c.Proto, c.Limit, c.Period = Gubernator, 10, time.Microsecond }, "needs --period"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,11 +50,11 @@ func TestValidate(t *testing.T) {
 // TestRunUnreachable checks that a run against nothing fails fast on its first call and never
 // runs for its duration.
 func TestRunUnreachable(t *testing.T) {
-	for _, proto := range []string{GRPC, HTTP} {
+	for _, proto := range []string{GRPC, HTTP, Gubernator} {
 		t.Run(proto, func(t *testing.T) {
 			start := time.Now()
 			_, err := Run(context.Background(), Config{Target: "127.0.0.1:1", Proto: proto, Policy: "p",
-				Keys: 1, Concurrency: 1, Conns: 1, Duration: time.Hour})
+				Keys: 1, Concurrency: 1, Conns: 1, Duration: time.Hour, Limit: 1, Period: time.Second})
 			if err == nil || !strings.Contains(err.Error(), "first call") {
 				t.Fatalf("Run = %v, want the first call to fail", err)
 			}
