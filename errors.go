@@ -12,6 +12,9 @@ var (
 	ErrUnknownPolicy = errors.New("sluice: unknown policy")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("sluice: store closed")
+	// ErrUnsupported means the store does not implement an operation for a strategy (every
+	// operation of every strategy is implemented by the memory store).
+	ErrUnsupported = errors.New("sluice: operation not supported")
 	// ErrUnavailable means the store could not decide in time: unreachable, failing or too slow.
 	// A service answers it according to the policy's fail mode.
 	ErrUnavailable = errors.New("sluice: store unavailable")

@@ -358,6 +358,7 @@ func errorFrom(path string, resp *http.Response) error {
 		e.err = ErrUnauthorized
 	case code == "unimplemented":
 		// A definite answer (the strategy cannot do this), not an outage.
+		e.err = sluice.ErrUnsupported
 	case code == "unavailable", resp.StatusCode >= 500:
 		e.err = sluice.ErrUnavailable
 	}

@@ -31,7 +31,8 @@ func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc)
 // never sees, not an unknown policy, and not the caller giving up (parent is the caller's context,
 // ctx the one bounded by the store timeout).
 func (g *guard) failed(parent, ctx context.Context, err error) bool {
-	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnknownPolicy) || parent.Err() != nil {
+	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnknownPolicy) ||
+		errors.Is(err, sluice.ErrUnsupported) || parent.Err() != nil {
 		return false
 	}
 	kind := "error"

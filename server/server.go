@@ -148,11 +148,12 @@ func (s *Server) Ready(ctx context.Context) error {
 type Code int
 
 const (
-	CodeOK          Code = iota
-	CodeInvalid          // bad input: HTTP 400, gRPC INVALID_ARGUMENT
-	CodeNotFound         // unknown policy: HTTP 404, gRPC NOT_FOUND
-	CodeUnavailable      // the store could not answer and the policy fails closed: 503, UNAVAILABLE
-	CodeInternal         // anything else: 500, INTERNAL
+	CodeOK            Code = iota
+	CodeInvalid            // bad input: HTTP 400, gRPC INVALID_ARGUMENT
+	CodeNotFound           // unknown policy: HTTP 404, gRPC NOT_FOUND
+	CodeUnavailable        // the store could not answer and the policy fails closed: 503, UNAVAILABLE
+	CodeUnimplemented      // the store does not support the operation for the strategy: 501, UNIMPLEMENTED
+	CodeInternal           // anything else: 500, INTERNAL
 )
 
 // CodeOf classifies err.
@@ -166,6 +167,8 @@ func CodeOf(err error) Code {
 		return CodeNotFound
 	case errors.Is(err, sluice.ErrUnavailable), errors.Is(err, sluice.ErrClosed):
 		return CodeUnavailable
+	case errors.Is(err, sluice.ErrUnsupported):
+		return CodeUnimplemented
 	}
 	return CodeInternal
 }

@@ -223,3 +223,18 @@ func TestExtraPolicies(t *testing.T) {
 		t.Error("a rejected SetExtraPolicies changed the policy set")
 	}
 }
+
+// unsupportedStore is a store that implements no Forecast.
+type unsupportedStore struct{ *memory.Store }
+
+func (unsupportedStore) Forecast(context.Context, int64, *sluice.Policy, string, int64) (sluice.Forecast, error) {
+	return sluice.Forecast{}, sluice.ErrUnsupported
+}
+
+func TestUnsupportedIsNotAStoreFailure(t *testing.T) {
+	srv := newServer(t, unsupportedStore{memStore(t)}, server.Options{})
+	_, err := srv.Forecast(context.Background(), 0, "closed-api", "k", 1)
+	if server.CodeOf(err) != server.CodeUnimplemented || errors.Is(err, sluice.ErrUnavailable) {
+		t.Errorf("Forecast: %v (code %v); want CodeUnimplemented, not a store failure", err, server.CodeOf(err))
+	}
+}

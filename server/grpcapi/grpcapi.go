@@ -159,6 +159,8 @@ func Status(err error) error {
 		code = codes.NotFound
 	case server.CodeUnavailable:
 		code = codes.Unavailable
+	case server.CodeUnimplemented:
+		code = codes.Unimplemented
 	default:
 		// The caller gave up: its own cancellation or deadline is no fault of the server's.
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -22,6 +22,7 @@ func TestStatusOf(t *testing.T) {
 		{"unknown policy", fmt.Errorf("%w %q", sluice.ErrUnknownPolicy, "x"), codes.NotFound},
 		{"unavailable", fmt.Errorf("%w: timeout", sluice.ErrUnavailable), codes.Unavailable},
 		{"closed store", sluice.ErrClosed, codes.Unavailable},
+		{"unsupported", sluice.ErrUnsupported, codes.Unimplemented},
 		{"anything else", errors.New("boom"), codes.Internal},
 		{"caller cancelled", fmt.Errorf("store: %w", context.Canceled), codes.Canceled},
 		{"caller's deadline", context.DeadlineExceeded, codes.DeadlineExceeded},

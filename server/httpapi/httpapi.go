@@ -21,7 +21,7 @@
 // Bodies are read strictly: unknown, repeated, null or differently cased members, trailing data,
 // bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400. Errors are
 // {"error","code"}: invalid_argument and too_large 400, unauthorized 401, not_found 404,
-// method_not_allowed 405, internal 500, unavailable 503.
+// method_not_allowed 405, internal 500, unimplemented 501, unavailable 503.
 package httpapi
 
 import (
@@ -67,6 +67,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
+	CodeUnimplemented    = "unimplemented"
 	CodeUnauthorized     = "unauthorized"
 	CodeTooLarge         = "too_large"
 	CodeMethodNotAllowed = "method_not_allowed"
@@ -151,6 +152,8 @@ func statusOf(err error) (int, string, string) {
 		return http.StatusNotFound, CodeNotFound, err.Error()
 	case server.CodeUnavailable:
 		return http.StatusServiceUnavailable, CodeUnavailable, err.Error()
+	case server.CodeUnimplemented:
+		return http.StatusNotImplemented, CodeUnimplemented, err.Error()
 	}
 	// The text of an unexpected error may describe the store's internals: keep it off the wire.
 	return http.StatusInternalServerError, CodeInternal, "httpapi: internal error"

@@ -20,6 +20,7 @@ func TestStatusOf(t *testing.T) {
 		{"unknown policy", fmt.Errorf("%w %q", sluice.ErrUnknownPolicy, "p"), 404, CodeNotFound, `sluice: unknown policy "p"`},
 		{"unavailable", sluice.ErrUnavailable, 503, CodeUnavailable, "sluice: store unavailable"},
 		{"closed", sluice.ErrClosed, 503, CodeUnavailable, "sluice: store closed"},
+		{"unsupported", sluice.ErrUnsupported, 501, CodeUnimplemented, "sluice: operation not supported"},
 		{"anything else", errors.New("redis: 10.1.2.3:6379 refused"), 500, CodeInternal, "httpapi: internal error"},
 		{"own", invalidf("x"), 400, CodeInvalid, "httpapi: x"},
 	}
