@@ -80,9 +80,9 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:   "unknown store scheme",
-			args:   []string{"conformance", "--store", "redis://localhost:6379", "--vectors", wrong},
+			args:   []string{"conformance", "--store", "postgres://localhost/sluice", "--vectors", wrong},
 			code:   2,
-			stderr: []string{`"redis://localhost:6379"`, "supported: memory"},
+			stderr: []string{`"postgres://localhost/sluice"`, "supported: memory"},
 		},
 		{
 			name:   "no vector files",
@@ -144,7 +144,8 @@ func TestOpenStore(t *testing.T) {
 		{name: "memory", url: "memory", ok: true},
 		{name: "memory URL", url: "memory://", ok: true},
 		{name: "empty", url: ""},
-		{name: "redis", url: "redis://127.0.0.1:6379"},
+		{name: "redis", url: "redis://127.0.0.1:6379", ok: true},
+		{name: "redis TLS", url: "rediss://127.0.0.1:6379", ok: true},
 		{name: "postgres", url: "postgres://localhost/sluice"},
 		{name: "memory with address", url: "memory://somewhere"},
 	}

@@ -1,0 +1,358 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/conformance"
+	redisstore "github.com/sluicehq/sluice/store/redis"
+)
+
+const t0 int64 = 1_700_000_000_000
+
+// client connects to the test Redis (SLUICE_REDIS_URL, else 127.0.0.1:6379). Without one the test
+// is skipped, or fails under CI.
+func client(t *testing.T) goredis.UniversalClient {
+	t.Helper()
+	url := os.Getenv("SLUICE_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379"
+	}
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("SLUICE_REDIS_URL %q: %v", url, err)
+	}
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		msg := fmt.Sprintf("no Redis at %s (set SLUICE_REDIS_URL or start redis-server): %v", url, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return c
+}
+
+// newStore returns a store under a prefix no other run uses, and that prefix.
+func newStore(t *testing.T) (*redisstore.Store, goredis.UniversalClient, string) {
+	t.Helper()
+	c := client(t)
+	prefix := fmt.Sprintf("sluice-test:%d:%s", time.Now().UnixNano(), t.Name())
+	s := redisstore.New(c, redisstore.Config{Prefix: prefix})
+	t.Cleanup(func() {
+		s.Close()
+		keys, _ := c.Keys(context.Background(), prefix+":*").Result()
+		if len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+	})
+	return s, c, prefix
+}
+
+func TestConformanceVectors(t *testing.T) {
+	s, _, _ := newStore(t)
+	files, err := filepath.Glob("../../../shared/vectors/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no vector files under ../../../shared/vectors (err %v)", err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			f, err := conformance.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := conformance.Run(context.Background(), s, f, "vec:")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fl := range res.Failures {
+				t.Error(fl)
+			}
+			if res.Passed != f.Steps() {
+				t.Errorf("%d of %d steps passed", res.Passed, f.Steps())
+			}
+		})
+	}
+}
+
+// exhausting strategies admit 1000 units at one instant and replenish nothing soon after.
+var exhausting = []struct {
+	name     string
+	strategy sluice.Strategy
+}{
+	{"gcra", sluice.GCRA{Limit: 1, PeriodMs: 1e9, Burst: 1000}},
+	{"tokenBucket", sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1e-6}},
+	{"fixedWindow", sluice.FixedWindow{Limit: 1000, WindowMs: 1e9}},
+	{"slidingWindow", sluice.SlidingWindow{Limit: 1000, WindowMs: 1e9, Buckets: 10}},
+	{"slidingWindowLog", sluice.SlidingWindowLog{Limit: 1000, WindowMs: 1e9}},
+}
+
+func TestConcurrentChecksAreExact(t *testing.T) {
+	s, _, _ := newStore(t)
+	const goroutines, checks = 32, 100
+	for _, tt := range exhausting {
+		t.Run(tt.name, func(t *testing.T) {
+			p := sluice.MustPolicy("exact-"+tt.name, sluice.Limit{Strategy: tt.strategy})
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, goroutines)
+			for g := 0; g < goroutines; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < checks; i++ {
+						d, err := s.Check(context.Background(), t0, p, "hot", 1)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if got := admitted.Load(); got != 1000 {
+				t.Errorf("admitted %d of %d checks, want exactly 1000", got, goroutines*checks)
+			}
+		})
+	}
+}
+
+func TestCheckManyMatchesCheck(t *testing.T) {
+	s, _, _ := newStore(t)
+	p := sluice.MustPolicy("many", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 2, RefillPerSec: 1}})
+	keys := []string{"a", "b", "a", "c", "a"}
+	out := make([]sluice.Decision, len(keys))
+	if err := s.CheckMany(context.Background(), t0, p, keys, 1, out); err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, true, false}
+	for i, d := range out {
+		if d.Allowed != want[i] {
+			t.Errorf("key %d (%s): allowed %v, want %v", i, keys[i], d.Allowed, want[i])
+		}
+	}
+	if out[4].RetryAfterMs != 1000 || out[4].DeniedBy != 0 {
+		t.Errorf("third check of a: %+v, want retryAfterMs 1000 deniedBy 0", out[4])
+	}
+}
+
+func TestServerClock(t *testing.T) {
+	s, _, _ := newStore(t)
+	p := sluice.MustPolicy("clock", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 1000}})
+	before := time.Now().UnixMilli()
+	d, err := s.Check(context.Background(), 0, p, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The window end is within a second of the server clock; allow a second of skew either side.
+	if d.ResetAt < before-1000 || d.ResetAt > before+3000 {
+		t.Errorf("resetAt %d not near the clock %d", d.ResetAt, before)
+	}
+	out := make([]sluice.Decision, 2)
+	if err := s.CheckMany(context.Background(), 0, p, []string{"k", "k"}, 1, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Allowed || !out[1].Allowed || out[1].Remaining != out[0].Remaining-1 {
+		t.Errorf("CheckMany at the server clock: %+v", out)
+	}
+}
+
+func TestNoScriptRecovery(t *testing.T) {
+	s, c, _ := newStore(t)
+	ctx := context.Background()
+	for _, tt := range exhausting {
+		t.Run(tt.name, func(t *testing.T) {
+			p := sluice.MustPolicy("noscript-"+tt.name, sluice.Limit{Strategy: tt.strategy})
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := s.Check(ctx, t0, p, "k", 1); err != nil || !d.Allowed {
+				t.Fatalf("Check after SCRIPT FLUSH = %+v, %v", d, err)
+			}
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]sluice.Decision, 3)
+			if err := s.CheckMany(ctx, t0, p, []string{"k", "m", "n"}, 1, out); err != nil {
+				t.Fatalf("CheckMany after SCRIPT FLUSH: %v", err)
+			}
+			if out[0].Remaining != 998 || out[1].Remaining != 999 {
+				t.Errorf("CheckMany after SCRIPT FLUSH: %+v", out)
+			}
+		})
+	}
+}
+
+func TestEveryKeyHasTTL(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	for _, tt := range exhausting {
+		p := sluice.MustPolicy("ttl-"+tt.name, sluice.Limit{Strategy: tt.strategy})
+		for i := int64(0); i < 3; i++ {
+			if _, err := s.Check(ctx, t0+i, p, "k", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys, err := c.Keys(ctx, prefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != len(exhausting) {
+		t.Errorf("%d keys written, want %d: %v", len(keys), len(exhausting), keys)
+	}
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 {
+			t.Errorf("key %s has no TTL (PTTL %v)", k, ttl)
+		}
+	}
+}
+
+func TestIdleKeyExpires(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	p := sluice.MustPolicy("idle", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 5}})
+	if _, err := s.Check(ctx, t0, p, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := c.PTTL(ctx, prefix+":{idle:k}").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One cell of 100 ms, plus the default slack of one second.
+	if ttl <= 1000*time.Millisecond || ttl > 1100*time.Millisecond {
+		t.Errorf("PTTL %v, want 100ms + 1s slack", ttl)
+	}
+}
+
+func TestReset(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	p := sluice.MustPolicy("reset", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}})
+	if d, _ := s.Check(ctx, t0, p, "k", 1); !d.Allowed {
+		t.Fatal("first check denied")
+	}
+	if d, _ := s.Check(ctx, t0, p, "k", 1); d.Allowed {
+		t.Fatal("second check allowed")
+	}
+	if err := s.Reset(ctx, p, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Check(ctx, t0, p, "k", 1); err != nil || !d.Allowed {
+		t.Errorf("check after Reset = %+v, %v", d, err)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	s := redisstore.New(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), redisstore.Config{})
+	ctx := context.Background()
+	one := sluice.MustPolicy("one", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}})
+	two := sluice.MustPolicy("two",
+		sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}},
+		sluice.Limit{Strategy: sluice.GCRA{Limit: 1, PeriodMs: 1000, Burst: 1}})
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Check composite", func() error { _, err := s.Check(ctx, t0, two, "k", 1); return err }},
+		{"CheckMany composite", func() error { return s.CheckMany(ctx, t0, two, []string{"k"}, 1, make([]sluice.Decision, 1)) }},
+		{"CheckAll", func() error {
+			return s.CheckAll(ctx, t0, []sluice.Op{{Policy: one, Key: "k", Cost: 1}}, make([]sluice.Decision, 1))
+		}},
+		{"Peek", func() error { _, err := s.Peek(ctx, t0, one, "k"); return err }},
+		{"Forecast", func() error { _, err := s.Forecast(ctx, t0, one, "k", 1); return err }},
+		{"Refund", func() error { return s.Refund(ctx, t0, one, "k", 1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, sluice.ErrUnsupported) {
+				t.Errorf("error %v, want sluice.ErrUnsupported", err)
+			}
+		})
+	}
+}
+
+// closedPort returns a local address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestUnreachableIsUnavailable(t *testing.T) {
+	s, err := redisstore.Open("redis://" + closedPort(t) + "?dial_timeout=200ms&max_retries=-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := sluice.MustPolicy("down", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1, RefillPerSec: 1}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Ping", func() error { return s.Ping(ctx) }},
+		{"Check", func() error { _, err := s.Check(ctx, t0, p, "k", 1); return err }},
+		{"Check at server clock", func() error { _, err := s.Check(ctx, 0, p, "k", 1); return err }},
+		{"CheckMany", func() error { return s.CheckMany(ctx, t0, p, []string{"a", "b"}, 1, make([]sluice.Decision, 2)) }},
+		{"CheckMany at server clock", func() error { return s.CheckMany(ctx, 0, p, []string{"a"}, 1, make([]sluice.Decision, 1)) }},
+		{"Reset", func() error { return s.Reset(ctx, p, "k") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); !errors.Is(err, sluice.ErrUnavailable) {
+				t.Errorf("error %v, want sluice.ErrUnavailable", err)
+			}
+		})
+	}
+}
+
+func TestDeadlineIsUnavailable(t *testing.T) {
+	s, _, _ := newStore(t)
+	p := sluice.MustPolicy("deadline", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1, RefillPerSec: 1}})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := s.Check(ctx, t0, p, "k", 1); !errors.Is(err, sluice.ErrUnavailable) {
+		t.Errorf("error %v, want sluice.ErrUnavailable", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s, _, _ := newStore(t)
+	s.Close()
+	p := sluice.MustPolicy("closed", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1, RefillPerSec: 1}})
+	if _, err := s.Check(context.Background(), t0, p, "k", 1); !errors.Is(err, sluice.ErrClosed) {
+		t.Errorf("error %v, want sluice.ErrClosed", err)
+	}
+}
