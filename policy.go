@@ -193,27 +193,25 @@ func concrete(s Strategy) Strategy {
 	case GCRA, TokenBucket, FixedWindow, SlidingWindow, SlidingWindowLog:
 		return v
 	case *GCRA:
-		if v != nil {
-			return *v
-		}
+		return deref(v)
 	case *TokenBucket:
-		if v != nil {
-			return *v
-		}
+		return deref(v)
 	case *FixedWindow:
-		if v != nil {
-			return *v
-		}
+		return deref(v)
 	case *SlidingWindow:
-		if v != nil {
-			return *v
-		}
+		return deref(v)
 	case *SlidingWindowLog:
-		if v != nil {
-			return *v
-		}
+		return deref(v)
 	}
 	return nil
+}
+
+// deref copies the strategy p points to; nil for a nil pointer.
+func deref[T Strategy](p *T) Strategy {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // MustPolicy is NewPolicy that panics on error, for policies fixed at compile time.
