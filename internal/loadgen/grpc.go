@@ -39,7 +39,7 @@ func (t *grpcTransport) close() {
 func (t *grpcTransport) caller(worker int) caller {
 	c := &grpcCaller{
 		client: sluicev1.NewRateLimiterClient(t.conns[worker%len(t.conns)]),
-		token:  t.cfg.Token,
+		auth:   authContext{token: t.cfg.Token},
 		one:    &sluicev1.CheckRequest{Policy: t.cfg.Policy, Cost: t.cfg.Cost},
 		many:   &sluicev1.CheckManyRequest{Policy: t.cfg.Policy, Cost: t.cfg.Cost},
 		batch:  t.cfg.Batch > 1,
@@ -49,24 +49,17 @@ func (t *grpcTransport) caller(worker int) caller {
 
 type grpcCaller struct {
 	client sluicev1.RateLimiterClient
-	token  string
+	auth   authContext
 	one    *sluicev1.CheckRequest
 	many   *sluicev1.CheckManyRequest
 	batch  bool
-	ctx    context.Context // the run's context with the token attached, made on the first call
-	parent context.Context
 }
 
 func (c *grpcCaller) call(ctx context.Context, keys []string) (int, error) {
-	if ctx != c.parent {
-		c.parent, c.ctx = ctx, ctx
-		if c.token != "" {
-			c.ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-		}
-	}
+	ctx = c.auth.of(ctx)
 	if !c.batch {
 		c.one.Key = keys[0]
-		d, err := c.client.Check(c.ctx, c.one)
+		d, err := c.client.Check(ctx, c.one)
 		if err != nil {
 			return 0, err
 		}
@@ -76,7 +69,7 @@ func (c *grpcCaller) call(ctx context.Context, keys []string) (int, error) {
 		return 0, nil
 	}
 	c.many.Keys = keys
-	r, err := c.client.CheckMany(c.ctx, c.many)
+	r, err := c.client.CheckMany(ctx, c.many)
 	if err != nil {
 		return 0, err
 	}
@@ -90,4 +83,20 @@ func (c *grpcCaller) call(ctx context.Context, keys []string) (int, error) {
 		}
 	}
 	return allowed, nil
+}
+
+// authContext attaches a bearer token to the run's context, once per run rather than per call.
+type authContext struct {
+	token       string
+	parent, ctx context.Context
+}
+
+func (a *authContext) of(ctx context.Context) context.Context {
+	if ctx != a.parent {
+		a.parent, a.ctx = ctx, ctx
+		if a.token != "" {
+			a.ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+a.token)
+		}
+	}
+	return a.ctx
 }

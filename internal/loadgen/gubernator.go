@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -203,31 +202,24 @@ func newGubernator(cfg Config) (*gubernatorTransport, error) {
 }
 
 func (t *gubernatorTransport) caller(worker int) caller {
-	return &gubernatorCaller{conn: t.conns[worker%len(t.conns)], token: t.cfg.Token, req: t.req,
+	return &gubernatorCaller{conn: t.conns[worker%len(t.conns)], auth: authContext{token: t.cfg.Token}, req: t.req,
 		opts: []grpc.CallOption{grpc.ForceCodecV2(rawCodec{})}}
 }
 
 type gubernatorCaller struct {
-	conn   *grpc.ClientConn
-	token  string
-	req    gubernatorReq
-	opts   []grpc.CallOption
-	body   []byte
-	resp   []byte
-	out    []rateLimitResp
-	ctx    context.Context // the run's context with the token attached, made on the first call
-	parent context.Context
+	conn *grpc.ClientConn
+	auth authContext
+	req  gubernatorReq
+	opts []grpc.CallOption
+	body []byte
+	resp []byte
+	out  []rateLimitResp
 }
 
 func (c *gubernatorCaller) call(ctx context.Context, keys []string) (int, error) {
-	if ctx != c.parent {
-		c.parent, c.ctx = ctx, ctx
-		if c.token != "" {
-			c.ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
-		}
-	}
+	ctx = c.auth.of(ctx)
 	c.body = c.req.append(c.body[:0], keys)
-	if err := c.conn.Invoke(c.ctx, gubernatorMethod, c.body, &c.resp, c.opts...); err != nil {
+	if err := c.conn.Invoke(ctx, gubernatorMethod, c.body, &c.resp, c.opts...); err != nil {
 		return 0, err
 	}
 	var err error
