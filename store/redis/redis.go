@@ -1,51 +1,50 @@
 // Package redisstore is sluice's shared store on Redis: many sluice servers or embedded limiters in
-// front of one Redis decide every key exactly, as if they were one process. Its directory is
-// store/redis; import it as
+// front of one Redis, a Sentinel-watched Redis or a Redis Cluster decide every key exactly, as if
+// they were one process. Its directory is store/redis; import it as
 //
 //	import redisstore "github.com/sluicehq/sluice/store/redis"
 //
-// so that it does not clash with the client package, github.com/redis/go-redis/v9, which this
-// package refers to as goredis.
-//
 // # Decisions
 //
-// Each strategy is one Lua script, run with EVALSHA (go-redis reloads it transparently on a NOSCRIPT
-// reply, as after a Redis restart or SCRIPT FLUSH), so a check is one atomic step and one round trip.
-// The scripts compute package algo's float64 operations in algo's order, so decisions equal the
-// memory store's and the conformance vectors field for field. now = 0 decides at the Redis server's
-// clock (TIME, read inside the script: one clock for the whole fleet; Redis 7 replicates a script's
-// writes, not the script, so replicas see the same state); an explicit now is used as given, for
-// replays and tests.
+// Every operation is one Lua script (see decideSource), run with EVALSHA and, when Redis answers
+// NOSCRIPT (after a restart or a SCRIPT FLUSH), run again with EVAL, which loads it. A check is one
+// atomic step and one round trip: a composite policy's limits, and CheckAll's items whose keys
+// share a Cluster slot, are decided in one script, all or nothing. The script computes package
+// algo's float64 operations in algo's order, so decisions equal the memory store's and the
+// conformance vectors field for field.
 //
-// CheckMany sends every key's script in one pipeline, at one instant: with now = 0 it reads TIME
-// once first (a second round trip) and passes that instant to every script.
+// now = 0 decides at the Redis server's clock (TIME, read inside the script: one clock for the
+// whole fleet; Redis 7 replicates a script's writes, not the script, so replicas and the AOF hold
+// the states the master computed). An explicit now is used as given, for replays and tests.
+//
+// The client is rueidis, chosen by measurement (docs/benchmarks.md): it pipelines the commands of
+// concurrent callers on one connection by itself, so concurrent checks share round trips.
+// CheckMany sends one script for all its keys (one per Cluster slot).
 //
 // # Keys
 //
-// A single-limit policy keeps a key's state under
+// A limit keeps a key's state under
 //
-//	<prefix>:{<policy>:<key>}
+//	<prefix>:{<policy>:<key>}     a policy with one limit
+//	<prefix>:{<policy>:<key>}:<i> limit i of a composite policy
 //
-// (prefix "sluice" by default). The braces are a Redis Cluster hash tag: all the state of one policy
-// and key lives in one slot, and composite policies will keep limit i at <prefix>:{<policy>:<key>}:i
-// in that same slot. State by strategy: gcra a string holding the TAT; tokenBucket a string
-// "tokens last"; fixedWindow a string "start count"; slidingWindow a hash of buckets+1 fields; and
-// slidingWindowLog a sorted set with one member per instant that admitted units. Numbers are written
-// with %.17g, which reads back as the same double.
+// (prefix "sluice" by default). The braces are a Redis Cluster hash tag: every limit of one policy
+// and key lives in one slot, so a composite policy is always one script. States are short strings
+// (see decideSource), written with a TTL: the time until the key decides exactly like a fresh key,
+// plus Config.TTLSlack. The slack keeps a key a little past that instant, so that rounding at the
+// boundary, or a replay whose explicit instants run slower than the wall clock, never sees a key
+// vanish while it still counts. Idle keys vanish by themselves; a key whose policy changed under
+// the same name keeps its state until then.
 //
-// Every write sets a TTL: the time until the key decides exactly like a fresh key (gcra: its TAT;
-// tokenBucket: full again; fixedWindow: the window's end; slidingWindow: its newest bucket leaves
-// the window; slidingWindowLog: its newest unit leaves the window), plus Config.TTLSlack. The slack
-// keeps a key a little past that instant, so that rounding at the boundary or a replay whose
-// explicit instants run slower than the wall clock never sees a key vanish while it still counts.
-// Idle keys therefore vanish by themselves; a key whose policy changed under the same name keeps
-// its state until then.
+// # CheckAll on a Cluster
 //
-// # Not yet implemented
-//
-// This is the first step of the Redis store. Policies with more than one limit, CheckAll, Peek,
-// Forecast and Refund return an error matching sluice.ErrUnsupported. Check, CheckMany (single-limit
-// policies) and Reset work.
+// CheckAll's items whose keys fall in different slots cannot share a script. The store then
+// reserves in each slot (one script per slot, all sent at once, each all or nothing) and, if any
+// slot denied, refunds what the others consumed. It never admits past any limit: every unit
+// admitted was consumed atomically in its slot. The window is between the reservations and the
+// refunds (one more round trip): a concurrent check of the same keys may be denied by a
+// reservation that is about to be refunded. Once the refunds land, a denied CheckAll has consumed
+// nothing, up to what refunding means for the strategy (Refund's documentation in package sluice).
 //
 // # Errors
 //
@@ -55,14 +54,15 @@ package redisstore
 
 import (
 	"context"
-	"errors"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 )
@@ -78,17 +78,18 @@ type Config struct {
 
 // Store is the Redis sluice.Store. It is safe for concurrent use.
 type Store struct {
-	client goredis.UniversalClient
-	prefix string
-	slack  string // TTL slack in ms, as a script argument
-	owns   bool   // Close closes the client: it came from Open
-	closed atomic.Bool
+	client  rueidis.Client
+	cluster bool // keys of one script must share a slot
+	prefix  string
+	slack   string // TTL slack in ms, as a script argument
+	owns    bool   // Close closes the client: it came from Open
+	closed  atomic.Bool
 }
 
 var _ sluice.Store = (*Store)(nil)
 
 // New returns a Store on client. The caller keeps ownership of client: Close does not close it.
-func New(client goredis.UniversalClient, cfg Config) *Store {
+func New(client rueidis.Client, cfg Config) *Store {
 	prefix := cfg.Prefix
 	if prefix == "" {
 		prefix = "sluice"
@@ -100,19 +101,29 @@ func New(client goredis.UniversalClient, cfg Config) *Store {
 	case slack < 0:
 		slack = 0
 	}
-	return &Store{client: client, prefix: prefix, slack: strconv.FormatInt(slack.Milliseconds(), 10)}
+	return &Store{
+		client:  client,
+		cluster: client.Mode() == rueidis.ClientModeCluster,
+		prefix:  prefix,
+		slack:   strconv.FormatInt(slack.Milliseconds(), 10),
+	}
 }
 
-// Open connects to the Redis that url names: redis://[user:password@]host:port[/db] or, over TLS,
-// rediss://…, with the query options goredis.ParseURL accepts (dial_timeout, pool_size, …). It does
-// not dial: a Redis that is down shows on the first call (or Ping) as sluice.ErrUnavailable. Close
-// closes the connection pool.
+// Open connects to the Redis that url names (see ParseURL for the forms). A standalone Redis that is
+// down shows on the first call (or Ping) as sluice.ErrUnavailable, and the client keeps trying;
+// Sentinel and Cluster clients must reach a node to learn the topology, so Open fails when none
+// answers. Close closes the client.
 func Open(url string) (*Store, error) {
-	opts, err := goredis.ParseURL(url)
+	opt, err := ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: %w", err)
+		return nil, err
 	}
-	s := New(goredis.NewClient(opts), Config{})
+	c, err := rueidis.NewClient(opt)
+	if c == nil {
+		return nil, fmt.Errorf("%w: redis store: %v", sluice.ErrUnavailable, err)
+	}
+	// A standalone client comes back with the dial error when Redis is down; it redials on use.
+	s := New(c, Config{})
 	s.owns = true
 	return s, nil
 }
@@ -123,7 +134,8 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) || !s.owns {
 		return nil
 	}
-	return s.client.Close()
+	s.client.Close()
+	return nil
 }
 
 // Ping checks that Redis answers.
@@ -131,14 +143,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
-	return unavailable(s.client.Ping(ctx).Err())
+	return unavailable(s.client.Do(ctx, s.client.B().Ping().Build()).Error())
 }
 
 func unavailable(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %v", sluice.ErrUnavailable, err)
+	return fmt.Errorf("%w: redis store: %v", sluice.ErrUnavailable, err)
 }
 
 // key is where limit i of p keeps key's state; all limits of one policy and key share a hash tag.
@@ -160,165 +172,432 @@ func (s *Store) key(p *sluice.Policy, key string, i int) string {
 
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
-// call is one script run: the script and its arguments.
+// script is a Lua script run with EVALSHA, and with EVAL (which loads it) where Redis does not hold
+// it.
+type script struct {
+	source, sha string
+}
+
+func newScript(source string) *script {
+	sum := sha1.Sum([]byte(source))
+	return &script{source: source, sha: hex.EncodeToString(sum[:])}
+}
+
+var decideScript = newScript(decideSource)
+
+// Operations of the script.
+const (
+	opCheck    = "c"
+	opPeek     = "p"
+	opForecast = "f"
+	opRefund   = "r"
+)
+
+// call is one run of the script: its keys and arguments, built step by step.
 type call struct {
-	script *goredis.Script
-	args   []any
+	keys []string
+	args []string
 }
 
-// prepare picks the script of strategy st and lays out its arguments.
-func (s *Store) prepare(st sluice.Strategy, now, cost int64) call {
-	args := make([]any, 3, 6)
-	args[0], args[1], args[2] = strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), s.slack
-	switch st := st.(type) {
+func newCall(now int64, slack, op string, perGroup int) call {
+	return call{args: []string{strconv.FormatInt(now, 10), slack, op, strconv.Itoa(perGroup)}}
+}
+
+// add appends one step: limit i of p for key, with cost.
+func (c *call) add(s *Store, p *sluice.Policy, key string, i int, cost int64) {
+	c.keys = append(c.keys, s.key(p, key, i))
+	args := [5]string{"", strconv.FormatInt(cost, 10), "0", "0", "0"}
+	switch st := p.Limits()[i].Strategy.(type) {
 	case sluice.GCRA:
-		return call{gcraScript, append(args, ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst))}
+		args[0], args[2], args[3], args[4] = "g", ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst)
 	case sluice.TokenBucket:
-		return call{tokenBucketScript, append(args, ftoa(st.Capacity), ftoa(st.RefillPerSec))}
+		args[0], args[2], args[3] = "t", ftoa(st.Capacity), ftoa(st.RefillPerSec)
 	case sluice.FixedWindow:
-		return call{fixedWindowScript, append(args, ftoa(st.Limit), ftoa(st.WindowMs))}
+		args[0], args[2], args[3] = "f", ftoa(st.Limit), ftoa(st.WindowMs)
 	case sluice.SlidingWindow:
-		return call{slidingWindowScript, append(args, ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets))}
+		args[0], args[2], args[3], args[4] = "s", ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets)
 	case sluice.SlidingWindowLog:
-		return call{slidingWindowLogScript, append(args, ftoa(st.Limit), ftoa(st.WindowMs))}
+		args[0], args[2], args[3] = "l", ftoa(st.Limit), ftoa(st.WindowMs)
+	default:
+		panic(fmt.Sprintf("redisstore: unknown strategy %T", st)) // NewPolicy admits only the five
 	}
-	panic(fmt.Sprintf("redisstore: unknown strategy %T", st)) // NewPolicy admits only the five
+	c.args = append(c.args, args[:]...)
 }
 
-// single returns the one limit's strategy of p, or ErrUnsupported for a composite policy.
-func single(p *sluice.Policy) (sluice.Strategy, error) {
-	if len(p.Limits()) != 1 {
-		return nil, fmt.Errorf("%w: redis store: policies with more than one limit are not yet implemented", sluice.ErrUnsupported)
+// addPolicy appends one step per limit of p for key, each with the cost that limit counts.
+func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
+	for i := range p.Limits() {
+		c.add(s, p, key, i, p.Cost(i, cost))
 	}
-	return p.Limits()[0].Strategy, nil
 }
 
-// decision reads a script's reply {allowed, limit, remaining, resetAt, retryAfterMs}.
-func decision(v any, err error) (sluice.Decision, error) {
-	if err != nil {
-		return sluice.Decision{}, unavailable(err)
+func (s *Store) evalsha(c call) rueidis.Completed {
+	return s.client.B().Evalsha().Sha1(decideScript.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+}
+
+func (s *Store) eval(c call) rueidis.Completed {
+	return s.client.B().Eval().Script(decideScript.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+}
+
+func noScript(r rueidis.RedisResult) bool {
+	err, ok := rueidis.IsRedisErr(r.Error())
+	return ok && err.IsNoScript()
+}
+
+// run runs the script once and returns its reply.
+func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
+	r := s.client.Do(ctx, s.evalsha(c))
+	if noScript(r) {
+		r = s.client.Do(ctx, s.eval(c))
 	}
-	r, ok := v.([]any)
-	if !ok || len(r) != 5 {
-		return sluice.Decision{}, unavailable(fmt.Errorf("unexpected script reply %v", v))
+	return ints(r)
+}
+
+// runAll runs the script once per call, all sent at once (rueidis pipelines them, and sends each
+// to its slot's node on a Cluster), and returns the replies in order.
+func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.evalsha(c)
 	}
-	var n [5]int64
-	for i, x := range r {
-		if n[i], ok = x.(int64); !ok {
-			return sluice.Decision{}, unavailable(fmt.Errorf("unexpected script reply %v", v))
+	rs := s.client.DoMulti(ctx, cmds...)
+	var again []int
+	for i, r := range rs {
+		if noScript(r) {
+			again = append(again, i)
 		}
 	}
-	d := sluice.Decision{Allowed: n[0] == 1, Limit: n[1], Remaining: n[2], ResetAt: n[3], RetryAfterMs: n[4]}
-	if d.Allowed {
-		d.DeniedBy = -1
+	if len(again) > 0 {
+		cmds = cmds[:0]
+		for _, i := range again {
+			cmds = append(cmds, s.eval(calls[i]))
+		}
+		for j, r := range s.client.DoMulti(ctx, cmds...) {
+			rs[again[j]] = r
+		}
 	}
-	return d, nil
+	out := make([][]int64, len(rs))
+	var firstErr error
+	for i, r := range rs {
+		v, err := ints(r)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		out[i] = v
+	}
+	return out, firstErr
 }
 
-// Check implements sluice.Store: one EVALSHA, one round trip.
-func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
-	if s.closed.Load() {
-		return sluice.Decision{}, sluice.ErrClosed
-	}
-	st, err := single(p)
+// ints reads a script's reply, an array of integers.
+func ints(r rueidis.RedisResult) ([]int64, error) {
+	arr, err := r.ToArray()
 	if err != nil {
-		return sluice.Decision{}, err
+		return nil, unavailable(err)
 	}
-	c := s.prepare(st, now, cost)
-	return decision(c.script.Run(ctx, s.client, []string{s.key(p, key, 0)}, c.args...).Result())
+	out := make([]int64, len(arr))
+	for i := range arr {
+		if out[i], err = arr[i].AsInt64(); err != nil {
+			return nil, unavailable(fmt.Errorf("unexpected script reply: %w", err))
+		}
+	}
+	return out, nil
 }
 
-// CheckMany implements sluice.Store: every key's script in one pipeline, at one instant.
-func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
+// decisions turns five numbers per step into decisions.
+func decisions(v []int64) []sluice.Decision {
+	out := make([]sluice.Decision, len(v)/5)
+	for i := range out {
+		n := v[5*i:]
+		d := sluice.Decision{Allowed: n[0] == 1, Limit: n[1], Remaining: n[2], ResetAt: n[3], RetryAfterMs: n[4]}
+		if d.Allowed {
+			d.DeniedBy = -1
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// combine folds the decisions of one policy's limits into the policy's decision.
+func combine(ds []sluice.Decision) sluice.Decision {
+	if len(ds) == 1 {
+		return ds[0]
+	}
+	return sluice.Combine(ds)
+}
+
+func (s *Store) open() error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
-	st, err := single(p)
+	return nil
+}
+
+func replyLen(v []int64, want int) error {
+	if len(v) != want {
+		return unavailable(fmt.Errorf("script replied %d numbers, want %d", len(v), want))
+	}
+	return nil
+}
+
+// Check implements sluice.Store: one script, one round trip, for every limit of p.
+func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if err := s.open(); err != nil {
+		return sluice.Decision{}, err
+	}
+	n := len(p.Limits())
+	c := newCall(now, s.slack, opCheck, n)
+	c.addPolicy(s, p, key, cost)
+	v, err := s.run(ctx, c)
+	if err == nil {
+		err = replyLen(v, 5*n)
+	}
 	if err != nil {
+		return sluice.Decision{}, err
+	}
+	return combine(decisions(v)), nil
+}
+
+// CheckMany implements sluice.Store: one script decides every key, each on its own (a Cluster: one
+// script per slot, all sent at once, at one instant).
+func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
+	if err := s.open(); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	if now == 0 {
-		t, err := s.client.Time(ctx).Result()
-		if err != nil {
-			return unavailable(err)
+	n := len(p.Limits())
+	if !s.cluster {
+		c := newCall(now, s.slack, opCheck, n)
+		for _, k := range keys {
+			c.addPolicy(s, p, k, cost)
 		}
-		now = t.UnixMilli() // seconds·1000 + ⌊µs/1000⌋, as the scripts read TIME
-	}
-	c := s.prepare(st, now, cost)
-	cmds := make([]*goredis.Cmd, len(keys))
-	todo := make([]int, len(keys))
-	for i := range todo {
-		todo[i] = i
-	}
-	// A NOSCRIPT reply means that script did not run, so those keys are sent again once the script
-	// is loaded; a second NOSCRIPT (a flush racing the reload) is a failure.
-	for attempt := 0; ; attempt++ {
-		pipe := s.client.Pipeline()
-		for _, i := range todo {
-			cmds[i] = c.script.EvalSha(ctx, pipe, []string{s.key(p, keys[i], 0)}, c.args...)
+		v, err := s.run(ctx, c)
+		if err == nil {
+			err = replyLen(v, 5*n*len(keys))
 		}
-		_, _ = pipe.Exec(ctx) // errors are read per command below
-		var again []int
-		for _, i := range todo {
-			if err := cmds[i].Err(); err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-				again = append(again, i)
-			}
-		}
-		if len(again) == 0 {
-			break
-		}
-		if err := c.script.Load(ctx, s.client).Err(); err != nil {
-			return unavailable(err)
-		}
-		todo = again
-	}
-	for i, cmd := range cmds {
-		d, err := decision(cmd.Result())
 		if err != nil {
 			return err
 		}
-		out[i] = d
+		ds := decisions(v)
+		for i := range keys {
+			out[i] = combine(ds[i*n : (i+1)*n])
+		}
+		return nil
+	}
+	now, err := s.instant(ctx, now)
+	if err != nil {
+		return err
+	}
+	groups := groupBySlot(len(keys), func(i int) string { return s.key(p, keys[i], 0) })
+	calls := make([]call, len(groups))
+	for g, members := range groups {
+		calls[g] = newCall(now, s.slack, opCheck, n)
+		for _, i := range members {
+			calls[g].addPolicy(s, p, keys[i], cost)
+		}
+	}
+	replies, err := s.runAll(ctx, calls)
+	if err != nil {
+		return err
+	}
+	for g, members := range groups {
+		if err := replyLen(replies[g], 5*n*len(members)); err != nil {
+			return err
+		}
+		ds := decisions(replies[g])
+		for j, i := range members {
+			out[i] = combine(ds[j*n : (j+1)*n])
+		}
 	}
 	return nil
 }
 
-var errNotYet = errors.New("redis store: not yet implemented")
-
-func unsupported(op string) error {
-	return fmt.Errorf("%w: %s: %w", sluice.ErrUnsupported, op, errNotYet)
+// instant resolves now = 0 to the Redis clock, for calls that span several scripts.
+func (s *Store) instant(ctx context.Context, now int64) (int64, error) {
+	if now != 0 {
+		return now, nil
+	}
+	v, err := s.client.Do(ctx, s.client.B().Time().Build()).AsIntSlice()
+	if err != nil || len(v) != 2 {
+		return 0, unavailable(fmt.Errorf("TIME: %v %v", v, err))
+	}
+	return v[0]*1000 + v[1]/1000, nil // as the script reads TIME
 }
 
-// CheckAll implements sluice.Store. Not yet implemented: it returns sluice.ErrUnsupported.
-func (s *Store) CheckAll(context.Context, int64, []sluice.Op, []sluice.Decision) error {
-	return unsupported("CheckAll")
+// CheckAll implements sluice.Store. On a standalone or Sentinel-watched Redis, and on a Cluster
+// when every key falls in one slot, it is one script: all or nothing. Across Cluster slots it
+// reserves in each slot and refunds if any denies (see the package documentation).
+func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	groups := [][]int{nil}
+	for i := range ops {
+		groups[0] = append(groups[0], i)
+	}
+	if s.cluster {
+		groups = groupBySlot(len(ops), func(i int) string { return s.key(ops[i].Policy, ops[i].Key, 0) })
+		if len(groups) > 1 {
+			var err error
+			if now, err = s.instant(ctx, now); err != nil {
+				return err
+			}
+		}
+	}
+	calls := make([]call, len(groups))
+	for g, members := range groups {
+		steps := 0
+		for _, i := range members {
+			steps += len(ops[i].Policy.Limits())
+		}
+		calls[g] = newCall(now, s.slack, opCheck, steps)
+		for _, i := range members {
+			calls[g].addPolicy(s, ops[i].Policy, ops[i].Key, ops[i].Cost)
+		}
+	}
+	var replies [][]int64
+	var err error
+	if len(calls) == 1 {
+		var v []int64
+		v, err = s.run(ctx, calls[0])
+		replies = [][]int64{v}
+	} else {
+		replies, err = s.runAll(ctx, calls)
+	}
+	if err != nil {
+		// A slot that consumed and cannot be told apart from one that failed: give back what the
+		// answered slots admitted, then report the failure.
+		s.refundAllowed(ctx, now, ops, groups, replies)
+		return err
+	}
+	allowed := true
+	for g, members := range groups {
+		steps := len(calls[g].keys)
+		if err := replyLen(replies[g], 5*steps); err != nil {
+			return err
+		}
+		ds := decisions(replies[g])
+		for _, i := range members {
+			n := len(ops[i].Policy.Limits())
+			out[i], ds = combine(ds[:n]), ds[n:]
+			allowed = allowed && out[i].Allowed
+		}
+	}
+	if !allowed && len(groups) > 1 {
+		return s.refundAllowed(ctx, now, ops, groups, replies)
+	}
+	return nil
 }
 
-// Peek implements sluice.Store. Not yet implemented: it returns sluice.ErrUnsupported.
-func (s *Store) Peek(context.Context, int64, *sluice.Policy, string) (sluice.Decision, error) {
-	return sluice.Decision{}, unsupported("Peek")
+// refundAllowed gives back, in every slot whose script admitted its part of a CheckAll, all that
+// part consumed (every limit, whatever its unit): the second half of a cross-slot CheckAll that was
+// denied.
+func (s *Store) refundAllowed(ctx context.Context, now int64, ops []sluice.Op, groups [][]int, replies [][]int64) error {
+	var calls []call
+	for g, members := range groups {
+		if g >= len(replies) || replies[g] == nil || !allAllowed(replies[g]) {
+			continue
+		}
+		c := newCall(now, s.slack, opRefund, 0)
+		for _, i := range members {
+			for j := range ops[i].Policy.Limits() {
+				c.add(s, ops[i].Policy, ops[i].Key, j, ops[i].Policy.Cost(j, ops[i].Cost))
+			}
+		}
+		calls = append(calls, c)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	_, err := s.runAll(ctx, calls)
+	return err
 }
 
-// Forecast implements sluice.Store. Not yet implemented: it returns sluice.ErrUnsupported.
-func (s *Store) Forecast(context.Context, int64, *sluice.Policy, string, int64) (sluice.Forecast, error) {
-	return sluice.Forecast{}, unsupported("Forecast")
+func allAllowed(v []int64) bool {
+	for i := 0; i < len(v); i += 5 {
+		if v[i] != 1 {
+			return false
+		}
+	}
+	return len(v) > 0
 }
 
-// Refund implements sluice.Store. Not yet implemented: it returns sluice.ErrUnsupported.
-func (s *Store) Refund(context.Context, int64, *sluice.Policy, string, int64) error {
-	return unsupported("Refund")
+// Peek implements sluice.Store: one script reads every limit of p without writing.
+func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
+	if err := s.open(); err != nil {
+		return sluice.Decision{}, err
+	}
+	n := len(p.Limits())
+	c := newCall(now, s.slack, opPeek, n)
+	c.addPolicy(s, p, key, 1)
+	v, err := s.run(ctx, c)
+	if err == nil {
+		err = replyLen(v, 5*n)
+	}
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	return combine(decisions(v)), nil
+}
+
+// Forecast implements sluice.Store. For a composite policy it reports the limit that can spend the
+// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt.
+func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
+	if err := s.open(); err != nil {
+		return sluice.Forecast{}, err
+	}
+	n := len(p.Limits())
+	c := newCall(now, s.slack, opForecast, n)
+	c.addPolicy(s, p, key, cost)
+	v, err := s.run(ctx, c)
+	if err == nil {
+		err = replyLen(v, 3*n)
+	}
+	if err != nil {
+		return sluice.Forecast{}, err
+	}
+	var out sluice.Forecast
+	for i := range n {
+		f := sluice.Forecast{SpendableNow: v[3*i], NextReplenishAt: v[3*i+1], FullAt: v[3*i+2]}
+		if i == 0 || f.SpendableNow < out.SpendableNow {
+			out.SpendableNow, out.NextReplenishAt = f.SpendableNow, f.NextReplenishAt
+		}
+		out.FullAt = max(out.FullAt, f.FullAt)
+	}
+	return out, nil
+}
+
+// Refund implements sluice.Store: one script gives cost back to every limit of p that counts cost;
+// limits that count requests are left alone.
+func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	c := newCall(now, s.slack, opRefund, 0)
+	for i, l := range p.Limits() {
+		if l.Unit == sluice.UnitCost {
+			c.add(s, p, key, i, cost)
+		}
+	}
+	if len(c.keys) == 0 {
+		return nil
+	}
+	_, err := s.run(ctx, c)
+	return err
 }
 
 // Reset implements sluice.Store: it deletes the key's state for every limit of p.
 func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
-	if s.closed.Load() {
-		return sluice.ErrClosed
+	if err := s.open(); err != nil {
+		return err
 	}
 	keys := make([]string, len(p.Limits()))
 	for i := range keys {
 		keys[i] = s.key(p, key, i)
 	}
-	return unavailable(s.client.Del(ctx, keys...).Err())
+	return unavailable(s.client.Do(ctx, s.client.B().Del().Key(keys...).Build()).Error())
 }
