@@ -6,7 +6,7 @@
 //
 // # Decisions
 //
-// Every operation is one Lua script (see decideSource), run with EVALSHA and, when Redis answers
+// Every operation is one Lua script (see scripts.go), run with EVALSHA and, when Redis answers
 // NOSCRIPT (after a restart or a SCRIPT FLUSH), run again with EVAL, which loads it. A check is one
 // atomic step and one round trip: a composite policy's limits, and CheckAll's items whose keys
 // share a Cluster slot, are decided in one script, all or nothing. The script computes package
@@ -74,6 +74,12 @@ type Config struct {
 	// TTLSlack is added to every key's TTL past the instant the key becomes idle. 0 means one second;
 	// a negative value adds nothing.
 	TTLSlack time.Duration
+	// BatchSize is the most concurrent Checks one script run decides (see Check). 0 means 32; 1
+	// sends every Check on its own. A Cluster never batches: its keys live in different slots.
+	BatchSize int
+	// InFlight is how many runs of batched Checks may be in flight at once before new Checks wait
+	// and batch. 0 means 2.
+	InFlight int
 }
 
 // Store is the Redis sluice.Store. It is safe for concurrent use.
@@ -81,8 +87,9 @@ type Store struct {
 	client  rueidis.Client
 	cluster bool // keys of one script must share a slot
 	prefix  string
-	slack   string // TTL slack in ms, as a script argument
-	owns    bool   // Close closes the client: it came from Open
+	slack   string   // TTL slack in ms, as a script argument
+	owns    bool     // Close closes the client: it came from Open
+	batcher *batcher // nil: every Check runs on its own
 	closed  atomic.Bool
 }
 
@@ -101,12 +108,23 @@ func New(client rueidis.Client, cfg Config) *Store {
 	case slack < 0:
 		slack = 0
 	}
-	return &Store{
+	s := &Store{
 		client:  client,
 		cluster: client.Mode() == rueidis.ClientModeCluster,
 		prefix:  prefix,
 		slack:   strconv.FormatInt(slack.Milliseconds(), 10),
 	}
+	size, inFlight := cfg.BatchSize, cfg.InFlight
+	if size == 0 {
+		size = 32
+	}
+	if inFlight <= 0 {
+		inFlight = 2
+	}
+	if size > 1 && !s.cluster {
+		s.batcher = newBatcher(s, size, inFlight)
+	}
+	return s
 }
 
 // Open connects to the Redis that url names (see ParseURL for the forms). A standalone Redis that is
@@ -183,45 +201,59 @@ func newScript(source string) *script {
 	return &script{source: source, sha: hex.EncodeToString(sum[:])}
 }
 
-var decideScript = newScript(decideSource)
-
-// Operations of the script.
-const (
-	opCheck    = "c"
-	opPeek     = "p"
-	opForecast = "f"
-	opRefund   = "r"
-)
-
-// call is one run of the script: its keys and arguments, built step by step.
+// call is one run of a script: its operation, the strategies it needs, its keys and arguments,
+// built step by step. Each limit's parameters are sent once however many steps use it.
 type call struct {
-	keys []string
-	args []string
+	op     op
+	set    uint8 // bit i: a step of strategy kinds[i]
+	head   []string
+	limits []limitRef // the limits the steps use, in the order of their arguments
+	defs   []string   // four per limit
+	keys   []string
+	steps  []string // two per step: the limit (1-based) and the cost
 }
 
-func newCall(now int64, slack, op string, perGroup int) call {
-	return call{args: []string{strconv.FormatInt(now, 10), slack, op, strconv.Itoa(perGroup)}}
+type limitRef struct {
+	p *sluice.Policy
+	i int
+}
+
+func newCall(o op, now int64, slack string, perGroup int) call {
+	return call{op: o, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
+}
+
+// limit returns the argument number of limit i of p, adding its parameters on first use.
+func (c *call) limit(p *sluice.Policy, i int) string {
+	for j, l := range c.limits {
+		if l.p == p && l.i == i {
+			return strconv.Itoa(j + 1)
+		}
+	}
+	c.limits = append(c.limits, limitRef{p, i})
+	var d [4]string
+	switch st := p.Limits()[i].Strategy.(type) {
+	case sluice.GCRA:
+		d = [4]string{"g", ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst)}
+	case sluice.TokenBucket:
+		d = [4]string{"t", ftoa(st.Capacity), ftoa(st.RefillPerSec), "0"}
+	case sluice.FixedWindow:
+		d = [4]string{"f", ftoa(st.Limit), ftoa(st.WindowMs), "0"}
+	case sluice.SlidingWindow:
+		d = [4]string{"s", ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets)}
+	case sluice.SlidingWindowLog:
+		d = [4]string{"l", ftoa(st.Limit), ftoa(st.WindowMs), "0"}
+	default:
+		panic(fmt.Sprintf("redisstore: unknown strategy %T", st)) // NewPolicy admits only the five
+	}
+	c.set |= 1 << strings.IndexByte(kinds, d[0][0])
+	c.defs = append(c.defs, d[:]...)
+	return strconv.Itoa(len(c.limits))
 }
 
 // add appends one step: limit i of p for key, with cost.
 func (c *call) add(s *Store, p *sluice.Policy, key string, i int, cost int64) {
 	c.keys = append(c.keys, s.key(p, key, i))
-	args := [5]string{"", strconv.FormatInt(cost, 10), "0", "0", "0"}
-	switch st := p.Limits()[i].Strategy.(type) {
-	case sluice.GCRA:
-		args[0], args[2], args[3], args[4] = "g", ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst)
-	case sluice.TokenBucket:
-		args[0], args[2], args[3] = "t", ftoa(st.Capacity), ftoa(st.RefillPerSec)
-	case sluice.FixedWindow:
-		args[0], args[2], args[3] = "f", ftoa(st.Limit), ftoa(st.WindowMs)
-	case sluice.SlidingWindow:
-		args[0], args[2], args[3], args[4] = "s", ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets)
-	case sluice.SlidingWindowLog:
-		args[0], args[2], args[3] = "l", ftoa(st.Limit), ftoa(st.WindowMs)
-	default:
-		panic(fmt.Sprintf("redisstore: unknown strategy %T", st)) // NewPolicy admits only the five
-	}
-	c.args = append(c.args, args[:]...)
+	c.steps = append(c.steps, c.limit(p, i), strconv.FormatInt(cost, 10))
 }
 
 // addPolicy appends one step per limit of p for key, each with the cost that limit counts.
@@ -232,11 +264,13 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 }
 
 func (s *Store) evalsha(c call) rueidis.Completed {
-	return s.client.B().Evalsha().Sha1(decideScript.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	return s.client.B().Evalsha().Sha1(scriptFor(c.op, c.set, len(c.keys)).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).
+		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.steps...).Build()
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
-	return s.client.B().Eval().Script(decideScript.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+	return s.client.B().Eval().Script(scriptFor(c.op, c.set, len(c.keys)).source).Numkeys(int64(len(c.keys))).Key(c.keys...).
+		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.steps...).Build()
 }
 
 func noScript(r rueidis.RedisResult) bool {
@@ -339,13 +373,17 @@ func replyLen(v []int64, want int) error {
 	return nil
 }
 
-// Check implements sluice.Store: one script, one round trip, for every limit of p.
+// Check implements sluice.Store: one script, one round trip, for every limit of p. Concurrent
+// Checks share script runs (Config.BatchSize): each is still decided on its own, atomically.
 func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	if err := s.open(); err != nil {
 		return sluice.Decision{}, err
 	}
+	if s.batcher != nil {
+		return s.batcher.check(ctx, now, p, key, cost)
+	}
 	n := len(p.Limits())
-	c := newCall(now, s.slack, opCheck, n)
+	c := newCall(opCheck, now, s.slack, n)
 	c.addPolicy(s, p, key, cost)
 	v, err := s.run(ctx, c)
 	if err == nil {
@@ -368,7 +406,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	}
 	n := len(p.Limits())
 	if !s.cluster {
-		c := newCall(now, s.slack, opCheck, n)
+		c := newCall(opCheck, now, s.slack, n)
 		for _, k := range keys {
 			c.addPolicy(s, p, k, cost)
 		}
@@ -392,7 +430,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	groups := groupBySlot(len(keys), func(i int) string { return s.key(p, keys[i], 0) })
 	calls := make([]call, len(groups))
 	for g, members := range groups {
-		calls[g] = newCall(now, s.slack, opCheck, n)
+		calls[g] = newCall(opCheck, now, s.slack, n)
 		for _, i := range members {
 			calls[g].addPolicy(s, p, keys[i], cost)
 		}
@@ -454,7 +492,7 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 		for _, i := range members {
 			steps += len(ops[i].Policy.Limits())
 		}
-		calls[g] = newCall(now, s.slack, opCheck, steps)
+		calls[g] = newCall(opCheck, now, s.slack, steps)
 		for _, i := range members {
 			calls[g].addPolicy(s, ops[i].Policy, ops[i].Key, ops[i].Cost)
 		}
@@ -502,7 +540,7 @@ func (s *Store) refundAllowed(ctx context.Context, now int64, ops []sluice.Op, g
 		if g >= len(replies) || replies[g] == nil || !allAllowed(replies[g]) {
 			continue
 		}
-		c := newCall(now, s.slack, opRefund, 0)
+		c := newCall(opRefund, now, s.slack, 0)
 		for _, i := range members {
 			for j := range ops[i].Policy.Limits() {
 				c.add(s, ops[i].Policy, ops[i].Key, j, ops[i].Policy.Cost(j, ops[i].Cost))
@@ -532,7 +570,7 @@ func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key strin
 		return sluice.Decision{}, err
 	}
 	n := len(p.Limits())
-	c := newCall(now, s.slack, opPeek, n)
+	c := newCall(opPeek, now, s.slack, n)
 	c.addPolicy(s, p, key, 1)
 	v, err := s.run(ctx, c)
 	if err == nil {
@@ -551,7 +589,7 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 		return sluice.Forecast{}, err
 	}
 	n := len(p.Limits())
-	c := newCall(now, s.slack, opForecast, n)
+	c := newCall(opForecast, now, s.slack, n)
 	c.addPolicy(s, p, key, cost)
 	v, err := s.run(ctx, c)
 	if err == nil {
@@ -577,7 +615,7 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	if err := s.open(); err != nil {
 		return err
 	}
-	c := newCall(now, s.slack, opRefund, 0)
+	c := newCall(opRefund, now, s.slack, 0)
 	for i, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
 			c.add(s, p, key, i, cost)

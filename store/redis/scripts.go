@@ -1,219 +1,351 @@
 package redisstore
 
-// decideSource is the one Lua script behind every operation. It decides a list of steps, each one
-// limit of one key: KEYS[i] is step i's key, and the arguments are
+import (
+	"strings"
+	"sync"
+)
+
+// The store's Lua is assembled from the fragments below into one script per operation and set of
+// strategies (a check of GCRA keys only carries GCRA's check): Redis runs a script's whole body on
+// every call, defining each function again, so a script that holds only what the call uses costs
+// Redis a fraction of the time.
+//
+// Every script decides a list of steps, each one limit of one key: KEYS[i] is step i's key, and
+// the arguments are
 //
 //	ARGV[1] now, epoch ms; 0 reads the server clock with TIME
 //	ARGV[2] TTL slack, ms added to every expiry
-//	ARGV[3] the operation: c check, p peek, f forecast, r refund
-//	ARGV[4] steps per group (check only): each group is all or nothing, groups are independent
-//	then five per step: strategy (g t f s l), cost, and up to three parameters, as Go's
-//	strconv.FormatFloat(x, 'g', -1, 64) writes them, which Lua's tonumber reads back as the same
-//	double
+//	ARGV[3] steps per group (check only): each group is all or nothing, groups are independent
+//	ARGV[4] the number of limits the steps use, then four per limit: its strategy (g t f s l) and
+//	        up to three parameters, as Go's strconv.FormatFloat(x, 'g', -1, 64) writes them,
+//	        which Lua's tonumber reads back as the same double
+//	then two per step: the limit (1-based) and the cost
 //
 // A check decides the steps of a group in order, each against the state the earlier steps of the
-// call left (a key checked twice sees its first check), and keeps the group's new states only if
-// every step of it was allowed. Only then, at the end, are states written: one SET with a TTL per
-// changed key. It replies five numbers per step for a check or a peek (allowed, limit, remaining,
-// resetAt, retryAfterMs), three for a forecast (spendableNow, nextReplenishAt, fullAt), none for a
-// refund.
+// call left (a key checked twice sees its first check), and writes the group's new states, one SET
+// with a TTL per key, only if every step of it was allowed.
+// The reply is five numbers per step for a check or a peek (allowed, limit, remaining, resetAt,
+// retryAfterMs), three for a forecast (spendableNow, nextReplenishAt, fullAt), none for a refund.
 //
 // Redis turns each Lua number of a reply into an integer by truncation, which is how package algo
 // converts too; floors and ceilings are math.floor and math.ceil as algo's are math.Floor and
 // math.Ceil, and the arithmetic is algo's, operation for operation, so that both round alike.
-// States are text, numbers written with %.17g (which reads back as the same double):
+// States are little-endian IEEE 754 doubles, packed with Lua's struct library (an exact copy of
+// the double, and a tenth of the time of printing it):
 //
-//	gcra (g)              "tat"
-//	tokenBucket (t)       "tokens last"
-//	fixedWindow (f)       "start count"
-//	slidingWindow (s)     "j count j count …" for the buckets that hold a count
-//	slidingWindowLog (l)  "at n at n …", runs of n units admitted at instant at, oldest first
+//	gcra (g)              tat
+//	tokenBucket (t)       tokens, last
+//	fixedWindow (f)       start, count
+//	slidingWindow (s)     j, count for each bucket that holds a count
+//	slidingWindowLog (l)  at, n for each run of n units admitted at instant at, oldest first
 //
 // Every write sets a TTL: the time until the state decides like a fresh key's, plus the slack.
-const decideSource = `
+
+// op is an operation of the scripts.
+type op int
+
+const (
+	opCheck op = iota
+	opPeek
+	opForecast
+	opRefund
+	numOps
+)
+
+// kinds are the strategies' letters, in the order of their bits in a kind set.
+const kinds = "gtfsl"
+
+const luaHeader = `
 local now = tonumber(ARGV[1])
 if now == 0 then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 local slack = tonumber(ARGV[2])
-local op = ARGV[3]
-local per_group = tonumber(ARGV[4])
+local per_group = tonumber(ARGV[3])
 local floor, ceil = math.floor, math.ceil
-
+local pack, unpack_struct = struct.pack, struct.unpack
 local function nonneg(x)
   if x < 0 then return 0 end
   return x
 end
-local function num(x)
-  return string.format('%.17g', x)
+-- Each strategy X has prep(a, b, c) for its parameters, load(text, q) and dump(state), idle(q, st)
+-- (ms until st decides like a fresh key's), and the operation's function: check(q, st, cost)
+-- returning the decision's five numbers and the new state, peek, forecast, or refund returning the
+-- new state or nil when nothing changes. A nil state is a fresh key. No function changes a state
+-- it was given.
+`
+
+// Helpers that only some scripts need: a script defines only what it uses, as Redis runs every
+// definition on every call.
+const (
+	// luaPairs reads and writes states of two doubles (every strategy but GCRA).
+	luaPairs = `
+local function pair(text)
+  local a, b = unpack_struct('<dd', text)
+  return {a, b}
 end
-local function numbers(s)
-  local t = {}
-  for w in string.gmatch(s, '%S+') do t[#t + 1] = tonumber(w) end
-  return t
+local function pack2(st) return pack('<dd', st[1], st[2]) end
+`
+	// luaLists reads states that are lists of pairs (the sliding windows).
+	luaLists = `
+local function pairs_of(text)
+  local list = {}
+  for at = 1, #text - 15, 16 do
+    local a, b = unpack_struct('<dd', text, at)
+    list[#list + 1] = {a, b}
+  end
+  return list
 end
--- peeked is what a peek reports: whether a check of cost 1 would pass, and what is left now.
+`
+	// luaPeeked is what a peek reports: whether a check of cost 1 would pass, and what is left now.
+	luaPeeked = `
 local function peeked(ok, limit, remaining, reset_at, retry)
-  if ok then return {1, limit, nonneg(remaining), reset_at, 0} end
-  return {0, limit, nonneg(remaining), reset_at, retry}
+  if ok then return 1, limit, nonneg(remaining), reset_at, 0 end
+  return 0, limit, nonneg(remaining), reset_at, retry
 end
+`
+	luaSpendable = `
 local function spendable(avail, cost)
   return nonneg(floor(avail / cost))
 end
+`
+)
 
--- Each strategy: prep(a, b, c) the parameters; load(text) and dump(state); check(q, st, cost)
--- returning the decision and the new state; peek; forecast; refund returning the new state or nil
--- when nothing changes; idle(q, st), ms until st decides like a fresh key. A nil state is a fresh
--- key. No function changes a state it was given.
-local S = {}
-
-S.g = {
-  prep = function(limit, period, burst)
-    local T = period / limit
-    return {T = T, tau = T * burst, limit = burst}
-  end,
-  load = function(text) return tonumber(text) end,
-  dump = num,
-  check = function(q, st, cost)
-    local tat = st or 0
-    if tat < now then tat = now end
-    local new_tat = tat + q.T * cost
-    local allow_at = new_tat - q.tau
-    if now < allow_at then
-      return {0, q.limit, nonneg(floor((q.tau - (tat - now)) / q.T)), ceil(tat), ceil(allow_at - now)}, st
-    end
-    return {1, q.limit, nonneg(floor((q.tau - (new_tat - now)) / q.T)), ceil(new_tat), 0}, new_tat
-  end,
-  peek = function(q, st)
-    local tat = st or 0
-    if tat < now then tat = now end
-    local allow_at = tat + q.T - q.tau
-    return peeked(now >= allow_at, q.limit, floor((q.tau - (tat - now)) / q.T), ceil(tat), ceil(allow_at - now))
-  end,
-  forecast = function(q, st, cost)
-    local tat = st or 0
-    if tat < now then tat = now end
-    local avail = (q.tau - (tat - now)) / q.T
-    local next_at = now
-    if tat > now then
-      next_at = math.min(ceil(now + (floor(avail) + 1 - avail) * q.T), ceil(tat))
-    end
-    return {spendable(avail, cost), next_at, ceil(tat)}
-  end,
-  refund = function(q, st, cost)
-    if not st then return nil end
-    local tat = st
-    if tat < now then tat = now end
-    tat = tat - q.T * cost
-    if tat < now then tat = now end
-    return tat
-  end,
-  idle = function(q, st)
-    return st - now
-  end,
+// luaStrategy is one strategy's Lua: what every operation needs, and each operation's function.
+type luaStrategy struct {
+	common string
+	ops    [numOps]string
 }
 
-local function tokens(q, st)
+var luaStrategies = map[byte]luaStrategy{
+	'g': {
+		common: `
+local g = {}
+function g.prep(limit, period, burst)
+  local T = period / limit
+  return {T = T, tau = T * burst, limit = burst}
+end
+function g.load(text) return (unpack_struct('<d', text)) end
+function g.dump(st) return pack('<d', st) end
+function g.idle(q, st) return st - now end
+`,
+		ops: [numOps]string{
+			opCheck: `
+function g.check(q, st, cost)
+  local tat = st or 0
+  if tat < now then tat = now end
+  local new_tat = tat + q.T * cost
+  local allow_at = new_tat - q.tau
+  if now < allow_at then
+    return 0, q.limit, nonneg(floor((q.tau - (tat - now)) / q.T)), ceil(tat), ceil(allow_at - now), st
+  end
+  return 1, q.limit, nonneg(floor((q.tau - (new_tat - now)) / q.T)), ceil(new_tat), 0, new_tat
+end
+`,
+			opPeek: `
+function g.peek(q, st)
+  local tat = st or 0
+  if tat < now then tat = now end
+  local allow_at = tat + q.T - q.tau
+  return peeked(now >= allow_at, q.limit, floor((q.tau - (tat - now)) / q.T), ceil(tat), ceil(allow_at - now))
+end
+`,
+			opForecast: `
+function g.forecast(q, st, cost)
+  local tat = st or 0
+  if tat < now then tat = now end
+  local avail = (q.tau - (tat - now)) / q.T
+  local next_at = now
+  if tat > now then
+    next_at = math.min(ceil(now + (floor(avail) + 1 - avail) * q.T), ceil(tat))
+  end
+  return spendable(avail, cost), next_at, ceil(tat)
+end
+`,
+			opRefund: `
+function g.refund(q, st, cost)
+  if not st then return nil end
+  local tat = st
+  if tat < now then tat = now end
+  tat = tat - q.T * cost
+  if tat < now then tat = now end
+  return tat
+end
+`,
+		},
+	},
+	't': {
+		common: `
+local t = {}
+function t.prep(capacity, refill)
+  return {cap = capacity, per_ms = refill / 1000, limit = capacity}
+end
+t.load = pair
+t.dump = pack2
+function t.tokens(q, st)
   if not st then return q.cap end
   local elapsed = now - st[2]
   if elapsed < 0 then elapsed = 0 end
-  local t = st[1] + elapsed * q.per_ms
-  if t > q.cap then t = q.cap end
-  return t
+  local n = st[1] + elapsed * q.per_ms
+  if n > q.cap then n = q.cap end
+  return n
 end
-local function full_at(q, t)
-  return now + ceil((q.cap - t) / q.per_ms)
+function t.full_at(q, n)
+  return now + ceil((q.cap - n) / q.per_ms)
 end
-S.t = {
-  prep = function(capacity, refill)
-    return {cap = capacity, per_ms = refill / 1000, limit = capacity}
-  end,
-  load = numbers,
-  dump = function(st) return num(st[1]) .. ' ' .. num(st[2]) end,
-  check = function(q, st, cost)
-    local t = tokens(q, st)
-    if t >= cost then
-      local left = t - cost
-      return {1, q.limit, nonneg(floor(left)), full_at(q, left), 0}, {left, now}
-    end
-    return {0, q.limit, nonneg(floor(t)), full_at(q, t), ceil((cost - t) / q.per_ms)}, st
-  end,
-  peek = function(q, st)
-    local t = tokens(q, st)
-    return peeked(t >= 1, q.limit, floor(t), full_at(q, t), ceil((1 - t) / q.per_ms))
-  end,
-  forecast = function(q, st, cost)
-    local t = tokens(q, st)
-    local next_at = now
-    if t < q.cap then
-      next_at = now + ceil((math.min(floor(t) + 1, q.cap) - t) / q.per_ms)
-    end
-    return {spendable(t, cost), next_at, full_at(q, t)}
-  end,
-  refund = function(q, st, cost)
-    if not st then return nil end
-    local t = tokens(q, st) + cost
-    if t > q.cap then t = q.cap end
-    return {t, math.max(now, st[2])}
-  end,
-  idle = function(q, st)
-    return (q.cap - tokens(q, st)) / q.per_ms
-  end,
-}
-
-local function window_count(q, st)
+function t.idle(q, st)
+  return (q.cap - t.tokens(q, st)) / q.per_ms
+end
+`,
+		ops: [numOps]string{
+			opCheck: `
+function t.check(q, st, cost)
+  local n = t.tokens(q, st)
+  if n >= cost then
+    local left = n - cost
+    return 1, q.limit, nonneg(floor(left)), t.full_at(q, left), 0, {left, now}
+  end
+  return 0, q.limit, nonneg(floor(n)), t.full_at(q, n), ceil((cost - n) / q.per_ms), st
+end
+`,
+			opPeek: `
+function t.peek(q, st)
+  local n = t.tokens(q, st)
+  return peeked(n >= 1, q.limit, floor(n), t.full_at(q, n), ceil((1 - n) / q.per_ms))
+end
+`,
+			opForecast: `
+function t.forecast(q, st, cost)
+  local n = t.tokens(q, st)
+  local next_at = now
+  if n < q.cap then
+    next_at = now + ceil((math.min(floor(n) + 1, q.cap) - n) / q.per_ms)
+  end
+  return spendable(n, cost), next_at, t.full_at(q, n)
+end
+`,
+			opRefund: `
+function t.refund(q, st, cost)
+  if not st then return nil end
+  local n = t.tokens(q, st) + cost
+  if n > q.cap then n = q.cap end
+  return {n, math.max(now, st[2])}
+end
+`,
+		},
+	},
+	'f': {
+		common: `
+local f = {}
+function f.prep(limit, window)
+  return {limit = limit, window = window}
+end
+f.load = pair
+f.dump = pack2
+-- count is the start of now's window and what the key has spent in it.
+function f.count(q, st)
   local start = floor(now / q.window) * q.window
   if not st or st[1] ~= start then return start, 0 end
   return start, st[2]
 end
-S.f = {
-  prep = function(limit, window)
-    return {limit = limit, window = window}
-  end,
-  load = numbers,
-  dump = function(st) return num(st[1]) .. ' ' .. num(st[2]) end,
-  check = function(q, st, cost)
-    local start, count = window_count(q, st)
-    local reset_at = start + q.window
-    local c = count + cost
-    if c <= q.limit then
-      return {1, q.limit, nonneg(q.limit - c), reset_at, 0}, {start, c}
-    end
-    return {0, q.limit, nonneg(q.limit - count), reset_at, ceil(reset_at - now)}, st
-  end,
-  peek = function(q, st)
-    local start, count = window_count(q, st)
-    local reset_at = start + q.window
-    local full = now
-    if count > 0 then full = reset_at end
-    return peeked(count + 1 <= q.limit, q.limit, q.limit - count, full, ceil(reset_at - now))
-  end,
-  forecast = function(q, st, cost)
-    local start, count = window_count(q, st)
-    local full = now
-    if count > 0 then full = ceil(start + q.window) end
-    return {spendable(q.limit - count, cost), full, full}
-  end,
-  refund = function(q, st, cost)
-    local start, count = window_count(q, st)
-    if count <= 0 then return nil end
-    return {start, nonneg(count - cost)}
-  end,
-  idle = function(q, st)
-    if st[2] == 0 or st[1] < floor(now / q.window) * q.window then return 0 end
-    return st[1] + q.window - now
-  end,
-}
-
--- A sliding window's state maps slot j % (S+1) to {j, count}.
-local function sw_get(q, st, j)
+function f.idle(q, st)
+  if st[2] == 0 or st[1] < floor(now / q.window) * q.window then return 0 end
+  return st[1] + q.window - now
+end
+`,
+		ops: [numOps]string{
+			opCheck: `
+function f.check(q, st, cost)
+  local start, count = f.count(q, st)
+  local reset_at = start + q.window
+  local c = count + cost
+  if c <= q.limit then
+    return 1, q.limit, nonneg(q.limit - c), reset_at, 0, {start, c}
+  end
+  return 0, q.limit, nonneg(q.limit - count), reset_at, ceil(reset_at - now), st
+end
+`,
+			opPeek: `
+function f.peek(q, st)
+  local start, count = f.count(q, st)
+  local reset_at = start + q.window
+  local full = now
+  if count > 0 then full = reset_at end
+  return peeked(count + 1 <= q.limit, q.limit, q.limit - count, full, ceil(reset_at - now))
+end
+`,
+			opForecast: `
+function f.forecast(q, st, cost)
+  local start, count = f.count(q, st)
+  local full = now
+  if count > 0 then full = ceil(start + q.window) end
+  return spendable(q.limit - count, cost), full, full
+end
+`,
+			opRefund: `
+function f.refund(q, st, cost)
+  local start, count = f.count(q, st)
+  if count <= 0 then return nil end
+  return {start, nonneg(count - cost)}
+end
+`,
+		},
+	},
+	's': {
+		// A sliding window's state maps slot j % (S+1) to {j, count}.
+		common: `
+local s = {}
+function s.prep(limit, window, buckets)
+  return {limit = limit, window = window, S = buckets, slots = buckets + 1, w = window / buckets}
+end
+function s.load(text, q)
+  local st = {}
+  for _, e in ipairs(pairs_of(text)) do
+    local slot = e[1] % q.slots
+    if not st[slot] or e[1] > st[slot][1] then st[slot] = e end
+  end
+  return st
+end
+function s.dump(st)
+  local parts = {}
+  for _, e in pairs(st) do
+    if e[2] > 0 then parts[#parts + 1] = pack2(e) end
+  end
+  return table.concat(parts)
+end
+function s.get(q, st, j)
   if not st then return 0 end
   local e = st[j % q.slots]
   if e and e[1] == j then return e[2] end
   return 0
 end
-local function sw_view(q, st)
+function s.reset_at(q, j)
+  return ceil((j + 1) * q.w + q.window)
+end
+-- newest is the newest bucket with a count that still counts in bucket c or later.
+function s.newest(q, st, c)
+  local newest
+  if st then
+    for _, e in pairs(st) do
+      if e[2] > 0 and e[1] >= c - q.S and (not newest or e[1] > newest) then newest = e[1] end
+    end
+  end
+  return newest
+end
+function s.idle(q, st)
+  local j = s.newest(q, st, floor(now / q.w))
+  if not j then return 0 end
+  return s.reset_at(q, j) - now
+end
+function s.copy(st)
+  local c = {}
+  if st then
+    for k, e in pairs(st) do c[k] = {e[1], e[2]} end
+  end
+  return c
+end
+function s.view(q, st)
   local c = floor(now / q.w)
   local elapsed = now - c * q.w
   if elapsed < 0 then elapsed = 0 end
@@ -221,14 +353,11 @@ local function sw_view(q, st)
   if weight < 0 then weight = 0 end
   if weight > 1 then weight = 1 end
   local full = 0
-  for j = c - q.S + 1, c do full = full + sw_get(q, st, j) end
-  local oldest = sw_get(q, st, c - q.S)
+  for j = c - q.S + 1, c do full = full + s.get(q, st, j) end
+  local oldest = s.get(q, st, c - q.S)
   return {c = c, weight = weight, oldest = oldest, estimate = full + oldest * weight}
 end
-local function sw_reset_at(q, j)
-  return ceil((j + 1) * q.w + q.window)
-end
-local function sw_retry(q, v, cost)
+function s.retry(q, v, cost)
   local d = v.estimate + cost - q.limit
   local r
   if v.oldest > 0 and d <= v.oldest * v.weight then
@@ -239,117 +368,97 @@ local function sw_retry(q, v, cost)
   if r < 1 then r = 1 end
   return r
 end
--- sw_newest is the newest bucket with a count that still counts at v's instant or later.
-local function sw_newest(q, st, v)
-  local newest
-  if st then
-    for _, e in pairs(st) do
-      if e[2] > 0 and e[1] >= v.c - q.S and (not newest or e[1] > newest) then newest = e[1] end
-    end
-  end
-  return newest
-end
-local function sw_full_at(q, st, v)
-  local j = sw_newest(q, st, v)
-  if j then return sw_reset_at(q, j) end
+function s.full_at(q, st, v)
+  local j = s.newest(q, st, v.c)
+  if j then return s.reset_at(q, j) end
   return now
 end
-local function sw_copy(st)
-  local c = {}
-  if st then
-    for k, e in pairs(st) do c[k] = {e[1], e[2]} end
+`,
+		ops: [numOps]string{
+			opCheck: `
+function s.check(q, st, cost)
+  local v = s.view(q, st)
+  local projected = v.estimate + cost
+  if projected <= q.limit then
+    local next_st = s.copy(st)
+    next_st[v.c % q.slots] = {v.c, s.get(q, st, v.c) + cost}
+    return 1, q.limit, nonneg(floor(q.limit - projected)), s.reset_at(q, v.c), 0, next_st
   end
-  return c
+  return 0, q.limit, nonneg(floor(q.limit - v.estimate)), s.reset_at(q, v.c), s.retry(q, v, cost), st
 end
-S.s = {
-  prep = function(limit, window, buckets)
-    return {limit = limit, window = window, S = buckets, slots = buckets + 1, w = window / buckets}
-  end,
-  load = function(s, q)
-    local n, st = numbers(s), {}
-    for i = 1, #n, 2 do
-      local slot = n[i] % q.slots
-      local e = st[slot]
-      if not e or n[i] > e[1] then st[slot] = {n[i], n[i + 1]} end
-    end
-    return st
-  end,
-  dump = function(st)
-    local parts = {}
-    for _, e in pairs(st) do
-      if e[2] > 0 then
-        parts[#parts + 1] = num(e[1])
-        parts[#parts + 1] = num(e[2])
+`,
+			opPeek: `
+function s.peek(q, st)
+  local v = s.view(q, st)
+  return peeked(v.estimate + 1 <= q.limit, q.limit, floor(q.limit - v.estimate), s.full_at(q, st, v), s.retry(q, v, 1))
+end
+`,
+			opForecast: `
+function s.forecast(q, st, cost)
+  local v = s.view(q, st)
+  local fc = {spendable(q.limit - v.estimate, cost), now, s.full_at(q, st, v)}
+  if fc[3] == now then return fc[1], fc[2], fc[3] end
+  -- Follow the estimate bucket by bucket as the oldest counts slide out, until it falls to
+  -- target: one more whole unit.
+  local target = q.limit - (floor(q.limit - v.estimate) + 1)
+  local full = v.estimate - v.oldest * v.weight
+  local oldest, stop = v.oldest, (v.c + 1) * q.w
+  for j = v.c, v.c + q.S do
+    if full <= target then
+      if oldest <= 0 then
+        fc[2] = now
+      else
+        fc[2] = math.max(ceil(stop - (target - full) * q.w / oldest), now)
       end
+      return fc[1], fc[2], fc[3]
     end
-    return table.concat(parts, ' ')
-  end,
-  check = function(q, st, cost)
-    local v = sw_view(q, st)
-    local projected = v.estimate + cost
-    if projected <= q.limit then
-      local next_st = sw_copy(st)
-      next_st[v.c % q.slots] = {v.c, sw_get(q, st, v.c) + cost}
-      return {1, q.limit, nonneg(floor(q.limit - projected)), sw_reset_at(q, v.c), 0}, next_st
+    oldest = s.get(q, st, j - q.S + 1)
+    full = full - oldest
+    stop = stop + q.w
+  end
+  return fc[1], fc[3], fc[3]
+end
+`,
+			opRefund: `
+function s.refund(q, st, cost)
+  if not st then return nil end
+  local next_st = s.copy(st)
+  local left = cost
+  local c = floor(now / q.w)
+  local j = c
+  while j >= c - q.S and left > 0 do
+    local e = next_st[j % q.slots]
+    if e and e[1] == j and e[2] > 0 then
+      local take = math.min(e[2], left)
+      e[2] = e[2] - take
+      left = left - take
     end
-    return {0, q.limit, nonneg(floor(q.limit - v.estimate)), sw_reset_at(q, v.c), sw_retry(q, v, cost)}, st
-  end,
-  peek = function(q, st)
-    local v = sw_view(q, st)
-    return peeked(v.estimate + 1 <= q.limit, q.limit, floor(q.limit - v.estimate), sw_full_at(q, st, v), sw_retry(q, v, 1))
-  end,
-  forecast = function(q, st, cost)
-    local v = sw_view(q, st)
-    local fc = {spendable(q.limit - v.estimate, cost), now, sw_full_at(q, st, v)}
-    if fc[3] == now then return fc end
-    -- Follow the estimate bucket by bucket as the oldest counts slide out, until it falls to
-    -- target: one more whole unit.
-    local target = q.limit - (floor(q.limit - v.estimate) + 1)
-    local full = v.estimate - v.oldest * v.weight
-    local oldest, stop = v.oldest, (v.c + 1) * q.w
-    for j = v.c, v.c + q.S do
-      if full <= target then
-        if oldest <= 0 then
-          fc[2] = now
-        else
-          fc[2] = math.max(ceil(stop - (target - full) * q.w / oldest), now)
-        end
-        return fc
-      end
-      oldest = sw_get(q, st, j - q.S + 1)
-      full = full - oldest
-      stop = stop + q.w
-    end
-    fc[2] = fc[3]
-    return fc
-  end,
-  refund = function(q, st, cost)
-    if not st then return nil end
-    local next_st = sw_copy(st)
-    local left = cost
-    local c = floor(now / q.w)
-    local j = c
-    while j >= c - q.S and left > 0 do
-      local e = next_st[j % q.slots]
-      if e and e[1] == j and e[2] > 0 then
-        local take = math.min(e[2], left)
-        e[2] = e[2] - take
-        left = left - take
-      end
-      j = j - 1
-    end
-    return next_st
-  end,
-  idle = function(q, st)
-    local v = {c = floor(now / q.w)}
-    local j = sw_newest(q, st, v)
-    if not j then return 0 end
-    return sw_reset_at(q, j) - now
-  end,
-}
-
--- A sliding log's state is a list of runs {at, n}, oldest first.
-local function log_live(q, st)
+    j = j - 1
+  end
+  return next_st
+end
+`,
+		},
+	},
+	'l': {
+		// A sliding log's state is a list of runs {at, n}, oldest first.
+		common: `
+local l = {}
+function l.prep(limit, window)
+  return {limit = limit, window = window}
+end
+l.load = pairs_of
+function l.dump(st)
+  local parts = {}
+  for i, r in ipairs(st) do parts[i] = pack2(r) end
+  return table.concat(parts)
+end
+function l.idle(q, st)
+  if #st == 0 then return 0 end
+  return st[#st][1] + q.window - now
+end
+-- live is the runs still inside the window, and their count.
+function l.live(q, st)
   local runs, count = {}, 0
   if st then
     local start = now - q.window
@@ -362,174 +471,262 @@ local function log_live(q, st)
   end
   return runs, count
 end
-local function log_reset_at(q, runs)
-  local oldest = now
-  if #runs > 0 then oldest = runs[1][1] end
-  return ceil(oldest + q.window)
-end
-local function log_full_at(q, runs)
+function l.full_at(q, runs)
   if #runs == 0 then return now end
   return ceil(runs[#runs][1] + q.window)
 end
-local function log_retry(q, runs, count, cost)
+function l.retry(q, runs, count, cost)
   if count == 0 then return q.window end
   local k = count + cost - q.limit
   if k < 1 then k = 1 end
   if k > count then k = count end
-  local t = runs[#runs][1]
+  local at = runs[#runs][1]
   for _, r in ipairs(runs) do
     if k <= r[2] then
-      t = r[1]
+      at = r[1]
       break
     end
     k = k - r[2]
   end
-  local retry = ceil(t + q.window - now)
+  local retry = ceil(at + q.window - now)
   if retry < 1 then retry = 1 end
   return retry
 end
-S.l = {
-  prep = function(limit, window)
-    return {limit = limit, window = window}
-  end,
-  load = function(s)
-    local n, st = numbers(s), {}
-    for i = 1, #n, 2 do st[#st + 1] = {n[i], n[i + 1]} end
-    return st
-  end,
-  dump = function(st)
-    local parts = {}
-    for _, r in ipairs(st) do
-      parts[#parts + 1] = num(r[1])
-      parts[#parts + 1] = num(r[2])
-    end
-    return table.concat(parts, ' ')
-  end,
-  check = function(q, st, cost)
-    local runs, count = log_live(q, st)
-    if count + cost <= q.limit then
-      local next_st, placed = {}, false
-      for _, r in ipairs(runs) do
-        if not placed and r[1] >= now then
-          if r[1] == now then
-            r = {r[1], r[2] + cost}
-          else
-            next_st[#next_st + 1] = {now, cost}
-          end
-          placed = true
+`,
+		ops: [numOps]string{
+			opCheck: `
+function l.reset_at(q, runs)
+  local oldest = now
+  if #runs > 0 then oldest = runs[1][1] end
+  return ceil(oldest + q.window)
+end
+function l.check(q, st, cost)
+  local runs, count = l.live(q, st)
+  if count + cost <= q.limit then
+    local next_st, placed = {}, false
+    for _, r in ipairs(runs) do
+      if not placed and r[1] >= now then
+        if r[1] == now then
+          r = {r[1], r[2] + cost}
+        else
+          next_st[#next_st + 1] = {now, cost}
         end
-        next_st[#next_st + 1] = r
+        placed = true
       end
-      if not placed then next_st[#next_st + 1] = {now, cost} end
-      return {1, q.limit, nonneg(q.limit - (count + cost)), log_reset_at(q, next_st), 0}, next_st
+      next_st[#next_st + 1] = r
     end
-    return {0, q.limit, nonneg(q.limit - count), log_reset_at(q, runs), log_retry(q, runs, count, cost)}, st
-  end,
-  peek = function(q, st)
-    local runs, count = log_live(q, st)
-    return peeked(count + 1 <= q.limit, q.limit, q.limit - count, log_full_at(q, runs), log_retry(q, runs, count, 1))
-  end,
-  forecast = function(q, st, cost)
-    local runs, count = log_live(q, st)
-    local next_at = now
-    if #runs > 0 then next_at = ceil(runs[1][1] + q.window) end
-    return {spendable(q.limit - count, cost), next_at, log_full_at(q, runs)}
-  end,
-  refund = function(q, st, cost)
-    if not st then return nil end
-    local runs = log_live(q, st)
-    local next_st = {}
-    for i, r in ipairs(runs) do next_st[i] = {r[1], r[2]} end
-    while cost > 0 and #next_st > 0 do
-      local last = next_st[#next_st]
-      local take = math.min(last[2], cost)
-      last[2] = last[2] - take
-      cost = cost - take
-      if last[2] == 0 then next_st[#next_st] = nil end
-    end
-    return next_st
-  end,
-  idle = function(q, st)
-    if #st == 0 then return 0 end
-    return st[#st][1] + q.window - now
-  end,
+    if not placed then next_st[#next_st + 1] = {now, cost} end
+    return 1, q.limit, nonneg(q.limit - (count + cost)), l.reset_at(q, next_st), 0, next_st
+  end
+  return 0, q.limit, nonneg(q.limit - count), l.reset_at(q, runs), l.retry(q, runs, count, cost), st
+end
+`,
+			opPeek: `
+function l.peek(q, st)
+  local runs, count = l.live(q, st)
+  return peeked(count + 1 <= q.limit, q.limit, q.limit - count, l.full_at(q, runs), l.retry(q, runs, count, 1))
+end
+`,
+			opForecast: `
+function l.forecast(q, st, cost)
+  local runs, count = l.live(q, st)
+  local next_at = now
+  if #runs > 0 then next_at = ceil(runs[1][1] + q.window) end
+  return spendable(q.limit - count, cost), next_at, l.full_at(q, runs)
+end
+`,
+			opRefund: `
+function l.refund(q, st, cost)
+  if not st then return nil end
+  local runs = l.live(q, st)
+  local next_st = {}
+  for i, r in ipairs(runs) do next_st[i] = {r[1], r[2]} end
+  while cost > 0 and #next_st > 0 do
+    local last = next_st[#next_st]
+    local take = math.min(last[2], cost)
+    last[2] = last[2] - take
+    cost = cost - take
+    if last[2] == 0 then next_st[#next_st] = nil end
+  end
+  return next_st
+end
+`,
+		},
+	},
 }
 
--- states holds each key's state as the call has left it so far: false for a fresh key.
-local states = {}
-local changed = {}
-local function state_of(s, q, key)
+// luaSingle is the body of a check of one step, the most common call: what luaMainHead and
+// luaMain[opCheck] do, without what several steps need.
+const luaSingle = `
+local x = S[ARGV[5]]
+local q = x.prep(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+local key = KEYS[1]
+local text = redis.call('GET', key)
+local st
+if text then st = x.load(text, q) end
+local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(ARGV[10]))
+if ok == 1 then
+  local px = ceil(x.idle(q, next_st)) + slack
+  if px < 1 then px = 1 end
+  redis.call('SET', key, x.dump(next_st), 'PX', px)
+end
+return {ok, limit, remaining, reset_at, retry}
+`
+
+// luaMainHead reads every key's state with one MGET (a call from Lua costs Redis more than the
+// work of most steps), and defines how a step is read and a state is written. states holds the
+// states the call has written so far (false: a fresh key).
+const luaMainHead = `
+local n = #KEYS
+local states, reply = {}, {}
+local texts = false
+if n <= 4000 then texts = redis.call('MGET', unpack(KEYS)) end
+local function state_of(i, key, x, q)
   local st = states[key]
-  if st == nil then
-    local text = redis.call('GET', key)
-    st = false
-    if text then st = s.load(text, q) end
-    states[key] = st
-  end
-  return st or nil
+  if st ~= nil then return st or nil end
+  local text
+  if texts then text = texts[i] else text = redis.call('GET', key) end
+  if text then return x.load(text, q) end
+  return nil
 end
+local function save(key, x, q, st)
+  states[key] = st
+  local px = ceil(x.idle(q, st)) + slack
+  if px < 1 then px = 1 end
+  redis.call('SET', key, x.dump(st), 'PX', px)
+end
+local limits = {}
+for d = 1, tonumber(ARGV[4]) do
+  local a = 4 * d
+  local x = S[ARGV[a + 1]]
+  limits[d] = {x, x.prep(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))}
+end
+local base = 4 + 4 * #limits
+-- step returns step i's key, strategy, parameters and cost.
+local function step(i)
+  local a = base + 2 * i
+  local l = limits[tonumber(ARGV[a - 1])]
+  return KEYS[i], l[1], l[2], tonumber(ARGV[a])
+end
+local r = 0
+`
 
-local reply = {}
-local function push(t)
-  for _, x in ipairs(t) do reply[#reply + 1] = x end
-end
-local steps = {}
-for i = 1, #KEYS do
-  local a = 4 + (i - 1) * 5
-  local s = S[ARGV[a + 1]]
-  local q = s.prep(tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]))
-  steps[i] = {key = KEYS[i], s = s, q = q, cost = tonumber(ARGV[a + 2])}
-end
-
-if op == 'c' then
-  for first = 1, #steps, per_group do
-    local pending, order, ok = {}, {}, true
-    for i = first, math.min(first + per_group - 1, #steps) do
-      local step = steps[i]
-      local st = pending[step.key]
-      if st == nil then st = state_of(step.s, step.q, step.key) else st = st or nil end
-      local d, next_st = step.s.check(step.q, st, step.cost)
-      push(d)
-      if d[1] == 1 then
-        if pending[step.key] == nil then order[#order + 1] = step end
-        pending[step.key] = next_st or false
-      else
-        ok = false
-      end
-    end
-    if ok then
-      for _, step in ipairs(order) do
-        states[step.key] = pending[step.key]
-        changed[step.key] = step
-      end
-    end
-  end
-elseif op == 'p' then
-  for _, step in ipairs(steps) do push(step.s.peek(step.q, state_of(step.s, step.q, step.key))) end
-elseif op == 'f' then
-  for _, step in ipairs(steps) do
-    push(step.s.forecast(step.q, state_of(step.s, step.q, step.key), step.cost))
-  end
-elseif op == 'r' then
-  for _, step in ipairs(steps) do
-    local next_st = step.s.refund(step.q, state_of(step.s, step.q, step.key), step.cost)
-    if next_st ~= nil then
-      states[step.key] = next_st
-      changed[step.key] = step
-    end
+// luaMain is each operation's body.
+var luaMain = [numOps]string{
+	opCheck: `
+if per_group == 1 then
+  for i = 1, n do
+    local key, x, q, cost = step(i)
+    local ok, limit, remaining, reset_at, retry, st = x.check(q, state_of(i, key, x, q), cost)
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, limit, remaining, reset_at, retry
+    r = r + 5
+    if ok == 1 then save(key, x, q, st) end
   end
 else
-  return redis.error_reply('sluice: unknown operation ' .. tostring(op))
-end
-
-for _, step in ipairs(steps) do
-  if changed[step.key] then
-    changed[step.key] = nil
-    local st = states[step.key]
-    local px = ceil(step.s.idle(step.q, st)) + slack
-    if px < 1 then px = 1 end
-    redis.call('SET', step.key, step.s.dump(st), 'PX', string.format('%d', px))
+  for first = 1, n, per_group do
+    -- pending holds the group's new states until every step of it is allowed.
+    local pending, order, all = {}, {}, true
+    for i = first, math.min(first + per_group - 1, n) do
+      local key, x, q, cost = step(i)
+      local st = pending[key]
+      if st == nil then st = state_of(i, key, x, q) else st = st or nil end
+      local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, cost)
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = ok, limit, remaining, reset_at, retry
+      r = r + 5
+      if ok == 1 then
+        if pending[key] == nil then order[#order + 1] = {key, x, q} end
+        pending[key] = next_st or false
+      else
+        all = false
+      end
+    end
+    if all then
+      for _, w in ipairs(order) do save(w[1], w[2], w[3], pending[w[1]]) end
+    end
   end
 end
 return reply
-`
+`,
+	opPeek: `
+for i = 1, n do
+  local key, x, q = step(i)
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = x.peek(q, state_of(i, key, x, q))
+  r = r + 5
+end
+return reply
+`,
+	opForecast: `
+for i = 1, n do
+  local key, x, q, cost = step(i)
+  reply[r + 1], reply[r + 2], reply[r + 3] = x.forecast(q, state_of(i, key, x, q), cost)
+  r = r + 3
+end
+return reply
+`,
+	opRefund: `
+for i = 1, n do
+  local key, x, q, cost = step(i)
+  local st = x.refund(q, state_of(i, key, x, q), cost)
+  if st ~= nil then save(key, x, q, st) end
+end
+return reply
+`,
+}
+
+// source assembles the script of operation o over the strategies of the kind set (bit i: kinds[i]);
+// single is a check of one step.
+func source(o op, set uint8, single bool) string {
+	var b strings.Builder
+	b.WriteString(luaHeader)
+	if set&^1 != 0 {
+		b.WriteString(luaPairs)
+	}
+	if set&(1<<3|1<<4) != 0 {
+		b.WriteString(luaLists)
+	}
+	switch o {
+	case opPeek:
+		b.WriteString(luaPeeked)
+	case opForecast:
+		b.WriteString(luaSpendable)
+	}
+	var table []string
+	for i := range len(kinds) {
+		if set&(1<<i) == 0 {
+			continue
+		}
+		k := kinds[i]
+		b.WriteString(luaStrategies[k].common)
+		b.WriteString(luaStrategies[k].ops[o])
+		table = append(table, string(k)+" = "+string(k))
+	}
+	b.WriteString("local S = {" + strings.Join(table, ", ") + "}\n")
+	if single {
+		b.WriteString(luaSingle)
+	} else {
+		b.WriteString(luaMainHead)
+		b.WriteString(luaMain[o])
+	}
+	return b.String()
+}
+
+// scripts holds every script, made on first use: by operation and kind set, and the checks of one
+// step by kind set.
+var (
+	scripts [numOps][1 << len(kinds)]lazyScript
+	singles [1 << len(kinds)]lazyScript
+)
+
+type lazyScript struct {
+	once sync.Once
+	s    *script
+}
+
+func scriptFor(o op, set uint8, steps int) *script {
+	e, single := &scripts[o][set], o == opCheck && steps == 1
+	if single {
+		e = &singles[set]
+	}
+	e.once.Do(func() { e.s = newScript(source(o, set, single)) })
+	return e.s
+}
