@@ -12,6 +12,7 @@
 //	    limit: 100
 //	    period: 1m                 # or periodMs: 60000
 //	    burst: 20
+//	    nearCache: true            # answer this policy's denials locally until they end (shared stores)
 //	  gpt-4o:
 //	    failMode: closed
 //	    limits:
@@ -69,10 +70,12 @@ type Config struct {
 	Envoy []string
 }
 
-// Policy is a configured policy and its fail mode (the file's, unless the policy sets its own).
+// Policy is a configured policy, its fail mode (the file's, unless the policy sets its own) and
+// whether a shared store's denials of it are cached near the server (package store/nearcache).
 type Policy struct {
 	*sluice.Policy
-	FailMode FailMode
+	FailMode  FailMode
+	NearCache bool
 }
 
 // ErrConfig is what every error of this package matches with errors.Is.
@@ -114,9 +117,10 @@ type file struct {
 
 // rawPolicy is a policy as written: either one limit's fields inline, or limits.
 type rawPolicy struct {
-	rawLimit `yaml:",inline"`
-	FailMode string     `yaml:"failMode"`
-	Limits   []rawLimit `yaml:"limits"`
+	rawLimit  `yaml:",inline"`
+	FailMode  string     `yaml:"failMode"`
+	NearCache yaml.Node  `yaml:"nearCache"` // checked by buildPolicy, to name its path
+	Limits    []rawLimit `yaml:"limits"`
 }
 
 type rawLimit struct {
@@ -221,6 +225,15 @@ func (c *Config) SluicePolicies() []*sluice.Policy {
 	return out
 }
 
+// NearCache reports whether the named policy caches its denials near the server; false for an
+// unknown policy. It relies on Policies being in name order, as Parse leaves them.
+func (c *Config) NearCache(policy string) bool {
+	i, found := slices.BinarySearchFunc(c.Policies, policy, func(p Policy, name string) int {
+		return strings.Compare(p.Name(), name)
+	})
+	return found && c.Policies[i].NearCache
+}
+
 // FailModeOf returns the fail mode of the named policy, or the file's for an unknown one.
 func (c *Config) FailModeOf(policy string) FailMode {
 	for _, p := range c.Policies {
@@ -238,6 +251,10 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 		if mode != FailOpen && mode != FailClosed {
 			return Policy{}, fail(path+".failMode", "must be open or closed, got %q", rp.FailMode)
 		}
+	}
+	near, err := boolean(path+".nearCache", &rp.NearCache)
+	if err != nil {
+		return Policy{}, err
 	}
 	inline := rp.rawLimit != (rawLimit{})
 	var limits []sluice.Limit
@@ -275,7 +292,26 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 		}
 		return Policy{}, fail(sluicePath(path, prefixes, written, ie.Field), "%s", ie.Reason)
 	}
-	return Policy{Policy: p, FailMode: mode}, nil
+	return Policy{Policy: p, FailMode: mode, NearCache: near}, nil
+}
+
+// boolean reads a true or false that a file may leave out (or set to null) for false.
+func boolean(path string, n *yaml.Node) (bool, error) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind == 0 || n.ShortTag() == "!!null" {
+		return false, nil
+	}
+	var v bool
+	if n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		got := strconv.Quote(n.Value)
+		if n.Kind != yaml.ScalarNode {
+			got = "a " + strings.TrimPrefix(n.ShortTag(), "!!")
+		}
+		return false, fail(path, "must be true or false, got %s", got)
+	}
+	return v, nil
 }
 
 // sluicePath turns a field named by sluice.NewPolicy ("limits[1].capacity", "policy") into its
@@ -399,7 +435,7 @@ var (
 	fileKeys  = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy"}
 	limitKeys = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
 		"periodMs", "period", "windowMs", "window"}
-	policyKeys = append([]string{"failMode", "limits"}, limitKeys...)
+	policyKeys = append([]string{"failMode", "nearCache", "limits"}, limitKeys...)
 )
 
 // checkKeys rejects a mapping key the file format does not have, naming its path.

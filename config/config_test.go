@@ -63,7 +63,7 @@ failMode: closed
 storeTimeout: 250ms
 envoy: [/etc/ratelimit/config/*.yaml, /etc/ratelimit/extra.yaml]
 policies:
-  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}
+  api: {strategy: gcra, limit: 100, period: 1m, burst: 20, nearCache: true}
   partner: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667, failMode: open}
 `)
 	if c.Store != "redis://cache:6379/0" || c.HTTP != "0.0.0.0:9090" || c.GRPC != "[::1]:9091" ||
@@ -91,6 +91,9 @@ policies:
 	}
 	if got := c.FailModeOf("nope"); got != config.FailClosed {
 		t.Errorf("FailModeOf(nope) = %q, want the file's, closed", got)
+	}
+	if !policy(t, c, "api").NearCache || !c.NearCache("api") || c.NearCache("partner") || c.NearCache("nope") {
+		t.Errorf("NearCache: api %v, partner %v, nope %v; want true, false, false", c.NearCache("api"), c.NearCache("partner"), c.NearCache("nope"))
 	}
 	ps := c.SluicePolicies()
 	if len(ps) != 2 || ps[0] != c.Policies[0].Policy || ps[1] != c.Policies[1].Policy {
@@ -190,6 +193,10 @@ func TestErrors(t *testing.T) {
 		{"NaN capacity", "policies:\n  a: {strategy: tokenBucket, capacity: .nan, refillPerSec: 1}", "policies.a.capacity", "NaN"},
 		{"unknown unit", "policies:\n  a: {unit: bytes, strategy: fixedWindow, limit: 1, window: 1s}", "policies.a.unit", `must be cost or request, got "bytes"`},
 		{"no limits", "policies:\n  a: {failMode: closed}", "policies.a", "needs a strategy or limits"},
+		{"nearCache alone", "policies:\n  a: {nearCache: true}", "policies.a", "needs a strategy or limits"},
+		{"nearCache yes", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, nearCache: yes}", "policies.a.nearCache", `must be true or false, got "yes"`},
+		{"nearCache quoted", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, nearCache: 'true'}", "policies.a.nearCache", `got "true"`},
+		{"nearCache a list", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, nearCache: [true]}", "policies.a.nearCache", "got a seq"},
 		{"empty policy", "policies:\n  a:", "policies.a", "needs a strategy or limits"},
 		{"inline and limits", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, limits: [{strategy: fixedWindow, limit: 1, window: 1s}]}", "policies.a", "not both"},
 		{"bad policy name", "policies:\n  'bad name': {strategy: fixedWindow, limit: 1, window: 1s}", "policies.bad name (the name)", "may hold only"},
@@ -199,6 +206,8 @@ func TestErrors(t *testing.T) {
 		{"unknown top-level field", "store: memory\nbogus: 1", `"bogus"`, "unknown field (line 2)"},
 		{"unknown policy field", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s, bogus: 2}", `policies.a."bogus"`, "unknown field (line 2)"},
 		{"failMode on a limit", "policies:\n  a:\n    limits:\n      - {strategy: fixedWindow, limit: 1, window: 1s, failMode: open}", `policies.a.limits[0]."failMode"`, "unknown field (line 4)"},
+		{"nearCache on a limit", "policies:\n  a:\n    limits:\n      - {strategy: fixedWindow, limit: 1, window: 1s, nearCache: true}", `policies.a.limits[0]."nearCache"`, "unknown field (line 4)"},
+		{"nearCache at the top", "nearCache: true", `"nearCache"`, "unknown field (line 1)"},
 		{"a field set twice", "http: 127.0.0.1:1\nhttp: 127.0.0.1:2", "http", "set twice (line 2)"},
 		{"two documents", "store: memory\n---\nstore: memory", "(file)", "more than one YAML document"},
 		{"limit of another type", "policies:\n  a: {strategy: fixedWindow, limit: many, window: 1s}", "(file)", "cannot unmarshal"},
@@ -221,6 +230,33 @@ func TestErrors(t *testing.T) {
 			}
 			if want := "config: " + ce.Path + ": "; !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("error %q, want it to start with %q", err, want)
+			}
+		})
+	}
+}
+
+func TestNearCache(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		want       bool
+	}{
+		{"left out", "{strategy: fixedWindow, limit: 1, window: 1s}", false},
+		{"true", "{strategy: fixedWindow, limit: 1, window: 1s, nearCache: true}", true},
+		{"false", "{strategy: fixedWindow, limit: 1, window: 1s, nearCache: false}", false},
+		{"null", "{strategy: fixedWindow, limit: 1, window: 1s, nearCache: ~}", false},
+		{"empty", "{strategy: fixedWindow, limit: 1, window: 1s, nearCache: }", false},
+		{"capitalized", "{strategy: fixedWindow, limit: 1, window: 1s, nearCache: True}", true},
+		{"composite", "{nearCache: true, limits: [{strategy: fixedWindow, limit: 1, window: 1s}]}", true},
+		{"block style", "\n    nearCache: true\n    strategy: gcra\n    limit: 1\n    period: 1s\n    burst: 1", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1s}\n  p: "+tt.spec+"\n  z: {strategy: fixedWindow, limit: 1, window: 1s, nearCache: true}")
+			if got := c.NearCache("p"); got != tt.want || policy(t, c, "p").NearCache != tt.want {
+				t.Errorf("NearCache(p) = %v, want %v", got, tt.want)
+			}
+			if c.NearCache("a") || !c.NearCache("z") || c.NearCache("nope") {
+				t.Error("NearCache of the other policies is wrong")
 			}
 		})
 	}
@@ -278,7 +314,7 @@ func FuzzParse(f *testing.F) {
 		"",
 		"store: memory\nhttp: 127.0.0.1:8080\ngrpc: 127.0.0.1:8081\nfailMode: open\nstoreTimeout: 50ms\nenvoy: [/etc/*.yaml]",
 		"policies:\n  api: {strategy: gcra, limit: 100, period: 1m, burst: 20}",
-		"policies:\n  p: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667, failMode: closed}",
+		"policies:\n  p: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667, failMode: closed, nearCache: true}",
 		"policies:\n  w: {strategy: fixedWindow, limit: 50, windowMs: 900000}",
 		"policies:\n  s: {strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}",
 		"policies:\n  l: {strategy: slidingWindowLog, limit: 10, window: 1s}",
@@ -309,6 +345,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if p.FailMode != config.FailOpen && p.FailMode != config.FailClosed {
 				t.Fatalf("policy %q has fail mode %q", p.Name(), p.FailMode)
+			}
+			if c.NearCache(p.Name()) != p.NearCache {
+				t.Fatalf("NearCache(%q) = %v, the policy says %v", p.Name(), c.NearCache(p.Name()), p.NearCache)
 			}
 			if i > 0 && c.Policies[i-1].Name() >= p.Name() {
 				t.Fatalf("policies out of name order: %q before %q", c.Policies[i-1].Name(), p.Name())

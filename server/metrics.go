@@ -13,6 +13,7 @@ type metrics struct {
 	storeErrors  *prometheus.CounterVec   // kind: error, timeout
 	failDecision *prometheus.CounterVec   // policy, mode: open, closed
 	reloads      *prometheus.CounterVec   // result: ok, error
+	nearCache    *prometheus.CounterVec   // policy: decisions the near cache answered
 }
 
 // unknownPolicy is the policy label of requests that name no configured policy.
@@ -37,8 +38,12 @@ func newMetrics(store any) *metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total", Help: "Configuration reloads by result (ok, error).",
 		}, []string{"result"}),
+		nearCache: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_near_cache_answers_total",
+			Help: "Denials answered by the near cache without asking the store, by policy (nearCache: true).",
+		}, []string{"policy"}),
 	}
-	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.failDecision, m.reloads,
+	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.failDecision, m.reloads, m.nearCache,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	if s, ok := store.(interface{ Len() int }); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -21,6 +21,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/nearcache"
 )
 
 // Options configure a Server beyond its config file.
@@ -46,6 +48,14 @@ type Server struct {
 }
 
 // New returns a Server over store with cfg's policies.
+//
+// Over any store but the memory store (which answers as fast as a cache would), the limiter asks a
+// near cache of denials (package store/nearcache) in front of the guard: the policies with
+// nearCache: true in the config in force, reloads included, answer a key's denial locally until it
+// ends, counted in sluice_near_cache_answers_total. The cache sits outside the guard because what
+// it answers never touches the store: a local answer costs no store timer, and when the store
+// fails, the fail mode decides only what went to the store (the other keys of a CheckMany), not
+// what the cache already knew to be denied.
 func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store)}
 	if s.log == nil {
@@ -53,7 +63,14 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 	}
 	s.guard = &guard{inner: store, srv: s}
 	s.cfg.Store(cfg)
-	lim, err := sluice.New(s.guard, cfg.SluicePolicies()...)
+	var front sluice.Store = s.guard
+	if _, local := store.(*memory.Store); !local {
+		front = nearcache.New(s.guard, nearcache.Config{
+			Policies: func(name string) bool { return s.cfg.Load().NearCache(name) },
+			OnLocal:  func(policy string) { s.metrics.nearCache.WithLabelValues(policy).Inc() },
+		})
+	}
+	lim, err := sluice.New(front, cfg.SluicePolicies()...)
 	if err != nil {
 		return nil, err
 	}
