@@ -256,6 +256,17 @@ func (c *call) add(s *Store, p *sluice.Policy, key string, i int, cost int64) {
 	c.steps = append(c.steps, c.limit(p, i), strconv.FormatInt(cost, 10))
 }
 
+// stepArgs is the steps' arguments: one pair when every step has the same limit and cost (a
+// batch of checks of one policy), which spares Redis reading the same two numbers per step.
+func (c *call) stepArgs() []string {
+	for i := 2; i < len(c.steps); i += 2 {
+		if c.steps[i] != c.steps[0] || c.steps[i+1] != c.steps[1] {
+			return c.steps
+		}
+	}
+	return c.steps[:min(2, len(c.steps))]
+}
+
 // addPolicy appends one step per limit of p for key, each with the cost that limit counts.
 func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 	for i := range p.Limits() {
@@ -265,12 +276,12 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 
 func (s *Store) evalsha(c call) rueidis.Completed {
 	return s.client.B().Evalsha().Sha1(scriptFor(c.op, c.set, len(c.keys)).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).
-		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.steps...).Build()
+		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
 	return s.client.B().Eval().Script(scriptFor(c.op, c.set, len(c.keys)).source).Numkeys(int64(len(c.keys))).Key(c.keys...).
-		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.steps...).Build()
+		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
 }
 
 func noScript(r rueidis.RedisResult) bool {

@@ -19,7 +19,7 @@ import (
 //	ARGV[4] the number of limits the steps use, then four per limit: its strategy (g t f s l) and
 //	        up to three parameters, as Go's strconv.FormatFloat(x, 'g', -1, 64) writes them,
 //	        which Lua's tonumber reads back as the same double
-//	then two per step: the limit (1-based) and the cost
+//	then two per step: the limit (1-based) and the cost; only once when every step has the same
 //
 // A check decides the steps of a group in order, each against the state the earlier steps of the
 // call left (a key checked twice sees its first check), and writes the group's new states, one SET
@@ -589,11 +589,31 @@ local function state_of(i, key, x, q)
   if text then return x.load(text, q) end
   return nil
 end
+-- save records st as key's new state; flush writes each saved key once, at the end, so a key
+-- checked many times in one run (a hot key in a batch) costs one SET.
+local dirty, dirty_x, dirty_q = {}, {}, {}
 local function save(key, x, q, st)
+  if states[key] == nil then
+    local d = #dirty + 1
+    dirty[d], dirty_x[d], dirty_q[d] = key, x, q
+  end
   states[key] = st
-  local px = ceil(x.idle(q, st)) + slack
-  if px < 1 then px = 1 end
-  redis.call('SET', key, x.dump(st), 'PX', px)
+end
+local px_text = {}
+local function flush()
+  for d = 1, #dirty do
+    local key, x, q = dirty[d], dirty_x[d], dirty_q[d]
+    local st = states[key]
+    -- A TTL rounded up to 16 ms lets the keys of a run share a few printed TTLs.
+    local px = ceil((ceil(x.idle(q, st)) + slack) / 16) * 16
+    if px < 16 then px = 16 end
+    local text = px_text[px]
+    if not text then
+      text = string.format('%d', px)
+      px_text[px] = text
+    end
+    redis.call('SET', key, x.dump(st), 'PX', text)
+  end
 end
 local limits = {}
 for d = 1, tonumber(ARGV[4]) do
@@ -602,9 +622,12 @@ for d = 1, tonumber(ARGV[4]) do
   limits[d] = {x, x.prep(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))}
 end
 local base = 4 + 4 * #limits
+-- Steps that all use one limit and cost send that pair once.
+local uniform = #ARGV == base + 2
 -- step returns step i's key, strategy, parameters and cost.
 local function step(i)
-  local a = base + 2 * i
+  local a = base + 2
+  if not uniform then a = base + 2 * i end
   local l = limits[tonumber(ARGV[a - 1])]
   return KEYS[i], l[1], l[2], tonumber(ARGV[a])
 end
@@ -645,6 +668,7 @@ else
     end
   end
 end
+flush()
 return reply
 `,
 	opPeek: `
@@ -653,6 +677,7 @@ for i = 1, n do
   reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = x.peek(q, state_of(i, key, x, q))
   r = r + 5
 end
+flush()
 return reply
 `,
 	opForecast: `
@@ -661,6 +686,7 @@ for i = 1, n do
   reply[r + 1], reply[r + 2], reply[r + 3] = x.forecast(q, state_of(i, key, x, q), cost)
   r = r + 3
 end
+flush()
 return reply
 `,
 	opRefund: `
@@ -669,6 +695,7 @@ for i = 1, n do
   local st = x.refund(q, state_of(i, key, x, q), cost)
   if st ~= nil then save(key, x, q, st) end
 end
+flush()
 return reply
 `,
 }
