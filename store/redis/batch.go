@@ -97,7 +97,13 @@ func (b *batcher) send(bt *batch) {
 	if !deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
-	bt.reply, bt.err = b.s.run(ctx, c)
+	// Every check of a batch whose latest deadline has passed has given up: none is sent, so
+	// none consumes budget its caller was told nothing about.
+	if ctx.Err() != nil {
+		bt.err = unavailable(ctx.Err())
+	} else {
+		bt.reply, bt.err = b.s.run(ctx, c)
+	}
 	if bt.err == nil {
 		bt.err = replyLen(bt.reply, 5*len(c.keys))
 	}
