@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 )
 
 // maxParam bounds every numeric parameter: beyond 2^53 a float64 no longer counts whole units
@@ -41,10 +44,56 @@ type TokenBucket struct {
 	RefillPerSec float64 `json:"refillPerSec"`
 }
 
-// FixedWindow admits Limit units per window of WindowMs, windows aligned to the epoch.
+// FixedWindow admits Limit units per window. Windows are WindowMs long and aligned to the epoch; or,
+// with Calendar set (and WindowMs 0), they are the calendar days or months of TimeZone, for quotas
+// such as 10,000 calls a day: a day in Europe/Rome starts at local midnight and lasts 23, 24 or 25
+// hours.
 type FixedWindow struct {
 	Limit    float64 `json:"limit"`
-	WindowMs float64 `json:"windowMs"`
+	WindowMs float64 `json:"windowMs,omitempty"`
+	// Calendar is Day or Month for calendar windows; empty for windows of WindowMs.
+	Calendar Calendar `json:"calendar,omitempty"`
+	// TimeZone is the IANA name of the calendar's zone, such as "Europe/Rome"; empty is UTC.
+	TimeZone string `json:"timezone,omitempty"`
+}
+
+// Calendar is a calendar period a FixedWindow can align to.
+type Calendar string
+
+const (
+	Day   Calendar = "day"
+	Month Calendar = "month"
+)
+
+// Bounds returns the window holding the instant now (epoch ms): its start, included, and its end,
+// excluded. For windows of WindowMs they are multiples of WindowMs, which need not be whole.
+func (s FixedWindow) Bounds(now int64) (start, end float64) {
+	if s.Calendar == "" {
+		start = math.Floor(float64(now)/s.WindowMs) * s.WindowMs
+		return start, start + s.WindowMs
+	}
+	loc := zone(s.TimeZone)
+	y, m, d := time.UnixMilli(now).In(loc).Date()
+	if s.Calendar == Month {
+		return float64(time.Date(y, m, 1, 0, 0, 0, 0, loc).UnixMilli()), float64(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).UnixMilli())
+	}
+	return float64(time.Date(y, m, d, 0, 0, 0, 0, loc).UnixMilli()), float64(time.Date(y, m, d+1, 0, 0, 0, 0, loc).UnixMilli())
+}
+
+// zones caches loaded time zones by name: time.LoadLocation reads the zone database each time.
+var zones sync.Map // string → *time.Location
+
+// zone returns the named time zone, which validate has loaded once already.
+func zone(name string) *time.Location {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return time.UTC // unreachable for a validated policy
+	}
+	zones.Store(name, loc)
+	return loc
 }
 
 // SlidingWindow admits Limit units over the trailing WindowMs, estimated from Buckets sub-windows
@@ -99,7 +148,27 @@ func (s TokenBucket) validate() *InvalidError {
 }
 
 func (s FixedWindow) validate() *InvalidError {
-	return firstErr(atLeast("limit", s.Limit, 1), atLeast("windowMs", s.WindowMs, 1))
+	if err := atLeast("limit", s.Limit, 1); err != nil {
+		return err
+	}
+	switch s.Calendar {
+	case "":
+		if s.TimeZone != "" {
+			return invalid("timezone", "applies only to calendar windows (calendar day or month)")
+		}
+		return atLeast("windowMs", s.WindowMs, 1)
+	case Day, Month:
+	default:
+		return invalid("calendar", "must be day or month, got %q", s.Calendar)
+	}
+	if s.WindowMs != 0 {
+		return invalid("windowMs", "must be 0 with a calendar window, got %v", s.WindowMs)
+	}
+	if _, err := time.LoadLocation(s.TimeZone); err != nil || strings.EqualFold(s.TimeZone, "local") {
+		return invalid("timezone", "must be an IANA time zone such as Europe/Rome, got %q", s.TimeZone)
+	}
+	zone(s.TimeZone)
+	return nil
 }
 
 func (s SlidingWindow) validate() *InvalidError {

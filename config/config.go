@@ -136,6 +136,7 @@ type rawLimit struct {
 	Period   string   `yaml:"period"`
 	WindowMs *float64 `yaml:"windowMs"`
 	Window   string   `yaml:"window"`
+	TimeZone string   `yaml:"timezone"`
 }
 
 // Parse reads a YAML configuration, applies the defaults and validates it. Unknown fields are errors.
@@ -354,14 +355,26 @@ func buildLimit(path string, rl rawLimit) (sluice.Limit, error) {
 	if err != nil {
 		return l, err
 	}
+	// A fixed window may be a calendar day or month: window: day, timezone: Europe/Rome.
+	var calendar sluice.Calendar
+	if rl.Strategy == "fixedWindow" && (rl.Window == string(sluice.Day) || rl.Window == string(sluice.Month)) {
+		calendar, rl.Window = sluice.Calendar(rl.Window), ""
+	}
 	window, err := millis(path, "window", rl.Window, rl.WindowMs)
 	if err != nil {
 		return l, err
 	}
+	if calendar != "" {
+		if rl.WindowMs != nil {
+			return l, fail(path+".window", "set window or windowMs, not both")
+		}
+		zero := 0.0
+		window = &zero
+	}
 	allowed := map[string][]string{
 		"gcra":             {"limit", "period", "burst"},
 		"tokenBucket":      {"capacity", "refillPerSec"},
-		"fixedWindow":      {"limit", "window"},
+		"fixedWindow":      {"limit", "window", "timezone"},
 		"slidingWindow":    {"limit", "window", "buckets"},
 		"slidingWindowLog": {"limit", "window"},
 	}
@@ -373,7 +386,8 @@ func buildLimit(path string, rl rawLimit) (sluice.Limit, error) {
 		field string
 		set   bool
 	}{{"limit", rl.Limit != nil}, {"period", period != nil}, {"burst", rl.Burst != nil}, {"capacity", rl.Capacity != nil},
-		{"refillPerSec", rl.Refill != nil}, {"window", window != nil}, {"buckets", rl.Buckets != nil}} {
+		{"refillPerSec", rl.Refill != nil}, {"window", window != nil}, {"buckets", rl.Buckets != nil},
+		{"timezone", rl.TimeZone != ""}} {
 		if p.set && !slices.Contains(fields, p.field) {
 			return l, fail(path+"."+p.field, "is not a parameter of %s", rl.Strategy)
 		}
@@ -392,7 +406,7 @@ func buildLimit(path string, rl rawLimit) (sluice.Limit, error) {
 	case "tokenBucket":
 		l.Strategy = sluice.TokenBucket{Capacity: get("capacity", rl.Capacity), RefillPerSec: get("refillPerSec", rl.Refill)}
 	case "fixedWindow":
-		l.Strategy = sluice.FixedWindow{Limit: get("limit", rl.Limit), WindowMs: get("window", window)}
+		l.Strategy = sluice.FixedWindow{Limit: get("limit", rl.Limit), WindowMs: get("window", window), Calendar: calendar, TimeZone: rl.TimeZone}
 	case "slidingWindow":
 		if rl.Buckets == nil {
 			return l, fail(path+".buckets", "is missing")
@@ -434,7 +448,7 @@ func globCheck(pattern string) (string, error) {
 var (
 	fileKeys  = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy"}
 	limitKeys = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
-		"periodMs", "period", "windowMs", "window"}
+		"periodMs", "period", "windowMs", "window", "timezone"}
 	policyKeys = append([]string{"failMode", "nearCache", "limits"}, limitKeys...)
 )
 

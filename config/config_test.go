@@ -116,6 +116,9 @@ func TestStrategies(t *testing.T) {
 		{"slidingWindow", "{strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}", sluice.SlidingWindow{Limit: 2, WindowMs: 60_000, Buckets: 60}},
 		{"slidingWindowLog", "{strategy: slidingWindowLog, limit: 10, windowMs: 1000}", sluice.SlidingWindowLog{Limit: 10, WindowMs: 1000}},
 		{"block style", "\n    strategy: fixedWindow\n    limit: 5\n    window: 1h", sluice.FixedWindow{Limit: 5, WindowMs: 3_600_000}},
+		{"daily quota", "{strategy: fixedWindow, limit: 10000, window: day, timezone: Europe/Rome}",
+			sluice.FixedWindow{Limit: 10_000, Calendar: sluice.Day, TimeZone: "Europe/Rome"}},
+		{"monthly quota in UTC", "{strategy: fixedWindow, limit: 1000000, window: month}", sluice.FixedWindow{Limit: 1_000_000, Calendar: sluice.Month}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,6 +185,11 @@ func TestErrors(t *testing.T) {
 		{"duration below 1 ms", "policies:\n  a: {strategy: gcra, limit: 1, period: 500us, burst: 1}", "policies.a.period", "must be from 1"},
 		{"milliseconds below 1", "policies:\n  a: {strategy: gcra, limit: 1, periodMs: 0.5, burst: 1}", "policies.a.periodMs", "must be from 1"},
 		{"unknown strategy", "policies:\n  a: {strategy: leakyBucket, limit: 1}", "policies.a.strategy", `got "leakyBucket"`},
+		{"unknown time zone", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: day, timezone: Europe/Atlantis}", "policies.a.timezone", "IANA time zone"},
+		{"time zone without a calendar", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: 1h, timezone: UTC}", "policies.a.timezone", "only to calendar windows"},
+		{"calendar and windowMs", "policies:\n  a: {strategy: fixedWindow, limit: 1, window: day, windowMs: 1000}", "policies.a.window", "not both"},
+		{"calendar window of another strategy", "policies:\n  a: {strategy: slidingWindow, limit: 1, window: day, buckets: 4}", "policies.a.window", `got "day"`},
+		{"time zone of another strategy", "policies:\n  a: {strategy: gcra, limit: 1, period: 1s, burst: 1, timezone: UTC}", "policies.a.timezone", "is not a parameter of gcra"},
 		{"no strategy", "policies:\n  a: {limit: 1, window: 1s}", "policies.a.strategy", `got ""`},
 		{"parameter of another strategy", "policies:\n  a: {strategy: tokenBucket, capacity: 1, refillPerSec: 1, burst: 2}", "policies.a.burst", "is not a parameter of tokenBucket"},
 		{"duration of another strategy", "policies:\n  a: {strategy: tokenBucket, capacity: 1, refillPerSec: 1, window: 1s}", "policies.a.window", "is not a parameter of tokenBucket"},

@@ -190,7 +190,7 @@ func TestValidate(t *testing.T) {
 		code     int
 		contains string
 	}{
-		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 5 policies"},
+		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 6 policies"},
 		{"names the offending path", []string{"--config", bad}, 1, "policies.api.refillPerSec"},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
 		{"no --config", nil, 2, "pass --config"},

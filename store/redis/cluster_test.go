@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,13 +171,7 @@ func testCrossSlotCheckAll(t *testing.T, s *redisstore.Store, pl *placement) {
 		t.Fatalf("no %s key off node %d", policy, node)
 		return ""
 	}
-	repeat := func(l login, n int) []login {
-		out := make([]login, n)
-		for i := range out {
-			out[i] = l
-		}
-		return out
-	}
+	repeat := func(l login, n int) []login { return slices.Repeat([]login{l}, n) }
 
 	ip := "10.0.0.1"
 	ipNode := pl.node(storeKey("login-ip", ip))

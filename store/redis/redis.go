@@ -161,7 +161,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
-	return unavailable(s.client.Do(ctx, s.client.B().Ping().Build()).Error())
+	return unavailable(s.do(ctx, s.client.B().Ping().Build()).Error())
 }
 
 func unavailable(err error) error {
@@ -205,10 +205,11 @@ func newScript(source string) *script {
 // built step by step. Each limit's parameters are sent once however many steps use it.
 type call struct {
 	op     op
+	now    int64 // the instant asked for; 0 is the Redis clock
 	set    uint8 // bit i: a step of strategy kinds[i]
 	head   []string
 	limits []limitRef // the limits the steps use, in the order of their arguments
-	defs   []string   // four per limit
+	defs   []string   // seven per limit
 	keys   []string
 	steps  []string // two per step: the limit (1-based) and the cost
 }
@@ -219,7 +220,7 @@ type limitRef struct {
 }
 
 func newCall(o op, now int64, slack string, perGroup int) call {
-	return call{op: o, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
+	return call{op: o, now: now, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
 }
 
 // limit returns the argument number of limit i of p, adding its parameters on first use.
@@ -230,24 +231,40 @@ func (c *call) limit(p *sluice.Policy, i int) string {
 		}
 	}
 	c.limits = append(c.limits, limitRef{p, i})
-	var d [4]string
+	d := [7]string{"", "0", "0", "0", "0", "0", "0"}
 	switch st := p.Limits()[i].Strategy.(type) {
 	case sluice.GCRA:
-		d = [4]string{"g", ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst)}
+		d[0], d[1], d[2], d[3] = "g", ftoa(st.Limit), ftoa(st.PeriodMs), ftoa(st.Burst)
 	case sluice.TokenBucket:
-		d = [4]string{"t", ftoa(st.Capacity), ftoa(st.RefillPerSec), "0"}
+		d[0], d[1], d[2] = "t", ftoa(st.Capacity), ftoa(st.RefillPerSec)
 	case sluice.FixedWindow:
-		d = [4]string{"f", ftoa(st.Limit), ftoa(st.WindowMs), "0"}
+		d[0], d[1], d[2] = "f", ftoa(st.Limit), ftoa(st.WindowMs)
+		if st.Calendar != "" {
+			copy(d[3:], calendarBounds(st, c.now))
+		}
 	case sluice.SlidingWindow:
-		d = [4]string{"s", ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets)}
+		d[0], d[1], d[2], d[3] = "s", ftoa(st.Limit), ftoa(st.WindowMs), strconv.Itoa(st.Buckets)
 	case sluice.SlidingWindowLog:
-		d = [4]string{"l", ftoa(st.Limit), ftoa(st.WindowMs), "0"}
+		d[0], d[1], d[2] = "l", ftoa(st.Limit), ftoa(st.WindowMs)
 	default:
 		panic(fmt.Sprintf("redisstore: unknown strategy %T", st)) // NewPolicy admits only the five
 	}
 	c.set |= 1 << strings.IndexByte(kinds, d[0][0])
 	c.defs = append(c.defs, d[:]...)
 	return strconv.Itoa(len(c.limits))
+}
+
+// calendarBounds returns the bounds of three calendar windows in a row: the one holding now
+// (this process's clock when now is 0) and its neighbours, so that the script finds the window
+// holding the Redis clock's instant even across a boundary the two clocks disagree on.
+func calendarBounds(st sluice.FixedWindow, now int64) []string {
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	start, end := st.Bounds(now)
+	before, _ := st.Bounds(int64(start) - 1)
+	_, after := st.Bounds(int64(end))
+	return []string{ftoa(before), ftoa(start), ftoa(end), ftoa(after)}
 }
 
 // add appends one step: limit i of p for key, with cost.
@@ -289,18 +306,59 @@ func noScript(r rueidis.RedisResult) bool {
 	return ok && err.IsNoScript()
 }
 
+// bounded returns f's result, or ctx's error as soon as ctx is done. rueidis can hold a call up to
+// a second past its context while it tears down a connection whose dial failed (it waits for a
+// PING to a Redis that may be hung), and every call is promised its deadline; f then finishes on
+// its own goroutine, one per call at most, for at most that second.
+func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, unavailable(ctx.Err())
+	}
+}
+
 // run runs the script once and returns its reply.
 func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
-	r := s.client.Do(ctx, s.evalsha(c))
-	if noScript(r) {
-		r = s.client.Do(ctx, s.eval(c))
+	return bounded(ctx, func() ([]int64, error) {
+		r := s.client.Do(ctx, s.evalsha(c))
+		if noScript(r) {
+			r = s.client.Do(ctx, s.eval(c))
+		}
+		return ints(r)
+	})
+}
+
+// do runs one command, bounded by ctx.
+func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r, _ := bounded(ctx, func() (rueidis.RedisResult, error) { return s.client.Do(ctx, cmd), nil })
+	if err := ctx.Err(); err != nil && r.Error() == nil {
+		return rueidis.NewErrorResult(err)
 	}
-	return ints(r)
+	return r
 }
 
 // runAll runs the script once per call, all sent at once (rueidis pipelines them, and sends each
 // to its slot's node on a Cluster), and returns the replies in order.
 func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
+	return bounded(ctx, func() ([][]int64, error) { return s.runAllNow(ctx, calls) })
+}
+
+func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
 		cmds[i] = s.evalsha(c)
@@ -467,7 +525,7 @@ func (s *Store) instant(ctx context.Context, now int64) (int64, error) {
 	if now != 0 {
 		return now, nil
 	}
-	v, err := s.client.Do(ctx, s.client.B().Time().Build()).AsIntSlice()
+	v, err := s.do(ctx, s.client.B().Time().Build()).AsIntSlice()
 	if err != nil || len(v) != 2 {
 		return 0, unavailable(fmt.Errorf("TIME: %v %v", v, err))
 	}
@@ -648,5 +706,5 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	for i := range keys {
 		keys[i] = s.key(p, key, i)
 	}
-	return unavailable(s.client.Do(ctx, s.client.B().Del().Key(keys...).Build()).Error())
+	return unavailable(s.do(ctx, s.client.B().Del().Key(keys...).Build()).Error())
 }

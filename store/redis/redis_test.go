@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/conformance"
 	redisstore "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -83,28 +81,7 @@ func newStore(t *testing.T) (*redisstore.Store, rueidis.Client, string) {
 
 func TestConformanceVectors(t *testing.T) {
 	s, _, _ := newStore(t)
-	files, err := filepath.Glob("../../../shared/vectors/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no vector files under ../../../shared/vectors (err %v)", err)
-	}
-	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := conformance.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := conformance.Run(context.Background(), s, f, "vec:")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, fl := range res.Failures {
-				t.Error(fl)
-			}
-			if res.Passed != f.Steps() {
-				t.Errorf("%d of %d steps passed", res.Passed, f.Steps())
-			}
-		})
-	}
+	runVectors(t, s)
 }
 
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.

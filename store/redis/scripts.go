@@ -16,8 +16,8 @@ import (
 //	ARGV[1] now, epoch ms; 0 reads the server clock with TIME
 //	ARGV[2] TTL slack, ms added to every expiry
 //	ARGV[3] steps per group (check only): each group is all or nothing, groups are independent
-//	ARGV[4] the number of limits the steps use, then four per limit: its strategy (g t f s l) and
-//	        up to three parameters, as Go's strconv.FormatFloat(x, 'g', -1, 64) writes them,
+//	ARGV[4] the number of limits the steps use, then seven per limit: its strategy (g t f s l) and
+//	        up to six parameters, as Go's strconv.FormatFloat(x, 'g', -1, 64) writes them,
 //	        which Lua's tonumber reads back as the same double
 //	then two per step: the limit (1-based) and the cost; only once when every step has the same
 //
@@ -238,27 +238,41 @@ end
 	'f': {
 		common: `
 local f = {}
-function f.prep(limit, window)
-  return {limit = limit, window = window}
+-- Windows are window ms long, or with window 0 the calendar windows b0 to b3 (three in a row
+-- around the caller's clock, which Redis's clock is within a window of).
+function f.prep(limit, window, b0, b1, b2, b3)
+  return {limit = limit, window = window, b = {b0, b1, b2, b3}}
 end
 f.load = pair
 f.dump = pack2
--- count is the start of now's window and what the key has spent in it.
+-- bounds returns the start and end of the window holding now.
+function f.bounds(q)
+  if q.window > 0 then
+    local start = floor(now / q.window) * q.window
+    return start, start + q.window
+  end
+  local b = q.b
+  for i = 1, 3 do
+    if now >= b[i] and now < b[i + 1] then return b[i], b[i + 1] end
+  end
+  error('sluice: the Redis clock is a calendar window away from the caller\'s')
+end
+-- count is the bounds of now's window and what the key has spent in it.
 function f.count(q, st)
-  local start = floor(now / q.window) * q.window
-  if not st or st[1] ~= start then return start, 0 end
-  return start, st[2]
+  local start, stop = f.bounds(q)
+  if not st or st[1] ~= start then return start, stop, 0 end
+  return start, stop, st[2]
 end
 function f.idle(q, st)
-  if st[2] == 0 or st[1] < floor(now / q.window) * q.window then return 0 end
-  return st[1] + q.window - now
+  local start, stop = f.bounds(q)
+  if st[2] == 0 or st[1] < start then return 0 end
+  return st[1] + (stop - start) - now
 end
 `,
 		ops: [numOps]string{
 			opCheck: `
 function f.check(q, st, cost)
-  local start, count = f.count(q, st)
-  local reset_at = start + q.window
+  local start, reset_at, count = f.count(q, st)
   local c = count + cost
   if c <= q.limit then
     return 1, q.limit, nonneg(q.limit - c), reset_at, 0, {start, c}
@@ -268,8 +282,7 @@ end
 `,
 			opPeek: `
 function f.peek(q, st)
-  local start, count = f.count(q, st)
-  local reset_at = start + q.window
+  local _, reset_at, count = f.count(q, st)
   local full = now
   if count > 0 then full = reset_at end
   return peeked(count + 1 <= q.limit, q.limit, q.limit - count, full, ceil(reset_at - now))
@@ -277,15 +290,15 @@ end
 `,
 			opForecast: `
 function f.forecast(q, st, cost)
-  local start, count = f.count(q, st)
+  local _, stop, count = f.count(q, st)
   local full = now
-  if count > 0 then full = ceil(start + q.window) end
+  if count > 0 then full = ceil(stop) end
   return spendable(q.limit - count, cost), full, full
 end
 `,
 			opRefund: `
 function f.refund(q, st, cost)
-  local start, count = f.count(q, st)
+  local start, _, count = f.count(q, st)
   if count <= 0 then return nil end
   return {start, nonneg(count - cost)}
 end
@@ -559,12 +572,13 @@ end
 // luaMain[opCheck] do, without what several steps need.
 const luaSingle = `
 local x = S[ARGV[5]]
-local q = x.prep(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+local q = x.prep(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
+  tonumber(ARGV[11]))
 local key = KEYS[1]
 local text = redis.call('GET', key)
 local st
 if text then st = x.load(text, q) end
-local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(ARGV[10]))
+local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(ARGV[13]))
 if ok == 1 then
   local px = ceil(x.idle(q, next_st)) + slack
   if px < 1 then px = 1 end
@@ -617,11 +631,12 @@ local function flush()
 end
 local limits = {}
 for d = 1, tonumber(ARGV[4]) do
-  local a = 4 * d
+  local a = 7 * d - 3
   local x = S[ARGV[a + 1]]
-  limits[d] = {x, x.prep(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))}
+  limits[d] = {x, x.prep(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
+    tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]))}
 end
-local base = 4 + 4 * #limits
+local base = 4 + 7 * #limits
 -- Steps that all use one limit and cost send that pair once.
 local uniform = #ARGV == base + 2
 -- step returns step i's key, strategy, parameters and cost.
