@@ -1,0 +1,207 @@
+// Package pgtest starts throwaway PostgreSQL servers for tests that must stop, crash or restart
+// one (durability, faults): a cluster made by initdb in a temporary directory, served by its own
+// postgres process on a free local port, removed when the test ends.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Require finds initdb and postgres (on PATH or in Debian's /usr/lib/postgresql/*/bin) and returns
+// the directory holding them. Without them the test is skipped, or fails under CI=true.
+func Require(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		return filepath.Dir(p)
+	}
+	if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin"); len(dirs) > 0 {
+		return dirs[len(dirs)-1]
+	}
+	msg := "pgtest: initdb not found on PATH or in /usr/lib/postgresql/*/bin"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Server is one postgres process over its own data directory.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string // holds data/, the socket and the log
+	port int
+	cred *syscall.Credential // the postgres user's, when the test runs as root
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd // nil while stopped
+	done chan struct{}
+}
+
+// StartServer creates a cluster (trust authentication, user postgres, fsync on) and starts it on a
+// free port; the test's cleanup stops it and removes its files.
+func StartServer(t testing.TB) *Server {
+	t.Helper()
+	bin := Require(t)
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{t: t, bin: bin, dir: dir, port: freePort(t)}
+	t.Cleanup(func() {
+		s.Kill()
+		os.RemoveAll(dir)
+	})
+	// postgres refuses to run as root: run it as the postgres user, who must own its files.
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("pgtest: running as root and no postgres user to run the server as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", s.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+	}
+	s.Start()
+	return s
+}
+
+func (s *Server) data() string { return filepath.Join(s.dir, "data") }
+
+// URL is the server's connection URL, for the database postgres.
+func (s *Server) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+// Port is the server's TCP port.
+func (s *Server) Port() int { return s.port }
+
+// Start starts the server (again, after Kill or Stop, on the same port and files) and waits until
+// it accepts connections: after a Kill that includes replaying the WAL, as after a crash.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-p", strconv.Itoa(s.port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
+		"-c", "shared_buffers=16MB", "-c", "max_connections=100")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		s.t.Fatalf("pgtest: start postgres: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		log.Close()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if s.ready() {
+			return
+		}
+		select {
+		case <-done:
+			s.cmd = nil
+			s.t.Fatalf("pgtest: postgres exited at start:\n%s", s.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("pgtest: postgres not ready in 30 s:\n%s", s.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready reports whether the server accepts connections (pg_isready's test).
+func (s *Server) ready() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port))
+	return cmd.Run() == nil
+}
+
+// Kill SIGKILLs the server and all its processes, as a crash or a power cut would end them: what
+// was committed survives in the WAL, the rest is lost. A no-op while stopped.
+func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
+
+// Stop shuts the server down cleanly (fast shutdown: SIGINT).
+func (s *Server) Stop() { s.stop(syscall.SIGINT) }
+
+func (s *Server) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid // the process group's, too (Setpgid)
+	if sig == syscall.SIGKILL {
+		_ = syscall.Kill(-pid, sig)
+	} else {
+		_ = s.cmd.Process.Signal(sig)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+	s.cmd = nil
+	// A killed postmaster leaves its backends' shared memory behind until they exit: wait for the
+	// process group to be gone, so that Start does not find the data directory in use.
+	if sig == syscall.SIGKILL {
+		for i := 0; i < 100 && syscall.Kill(-pid, 0) == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-30):], "\n")
+}
+
+// freePort returns a TCP port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
