@@ -80,9 +80,9 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:   "unknown store scheme",
-			args:   []string{"conformance", "--store", "postgres://localhost/sluice", "--vectors", wrong},
+			args:   []string{"conformance", "--store", "mysql://localhost/sluice", "--vectors", wrong},
 			code:   2,
-			stderr: []string{`"postgres://localhost/sluice"`, "supported: memory"},
+			stderr: []string{`"mysql://localhost/sluice"`, "supported: memory"},
 		},
 		{
 			name:   "no vector files",
@@ -146,7 +146,7 @@ func TestOpenStore(t *testing.T) {
 		{name: "empty", url: ""},
 		{name: "redis", url: "redis://127.0.0.1:6379", ok: true},
 		{name: "redis TLS", url: "rediss://127.0.0.1:6379", ok: true},
-		{name: "postgres", url: "postgres://localhost/sluice"},
+		{name: "mysql", url: "mysql://localhost/sluice"},
 		{name: "memory with address", url: "memory://somewhere"},
 	}
 	for _, tt := range tests {

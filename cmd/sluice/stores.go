@@ -1,17 +1,23 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store/memory"
+	pgstore "github.com/sluicehq/sluice/store/postgres"
 	redisstore "github.com/sluicehq/sluice/store/redis"
 )
 
 const supportedStores = "memory (or memory://), redis://host:port[/db], redis-sentinel://host:port,…?master=NAME, " +
-	"redis-cluster://host:port,… (rediss… for TLS)"
+	"redis-cluster://host:port,… (rediss… for TLS), postgres://user@host:port/db[?sluice_schema=NAME] (or postgresql://)"
+
+// openTimeout bounds connecting to and migrating a database store at startup.
+const openTimeout = 30 * time.Second
 
 // openStore opens the store that url names; the closer releases it. Shared stores plug in here.
 func openStore(url string) (sluice.Store, io.Closer, error) {
@@ -24,6 +30,17 @@ func openStore(url string) (sluice.Store, io.Closer, error) {
 		s, err := redisstore.Open(url)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %q: %w", url, err)
+		}
+		return s, s, nil
+	}
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		s, err := pgstore.Open(ctx, url)
+		if err != nil {
+			// The URL may hold a password: name the store by its scheme only.
+			scheme, _, _ := strings.Cut(url, "://")
+			return nil, nil, fmt.Errorf("store %s://…: %w", scheme, err)
 		}
 		return s, s, nil
 	}

@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// op is an operation of decide.
+type op string
+
+const (
+	opCheck    op = "c"
+	opPeek     op = "p"
+	opForecast op = "f"
+	opRefund   op = "r"
+)
+
+// call is one run of decide: its operation and its steps, each one limit of one key. A batch of
+// concurrent callers' checks would be one call whose groups are the callers' checks.
+type call struct {
+	op       op
+	now      int64
+	perGroup int // steps per all-or-nothing group (check)
+	steps    []step
+}
+
+type step struct {
+	p    *sluice.Policy
+	key  string
+	i    int // the limit's index in p
+	cost int64
+}
+
+func newCall(o op, now int64, perGroup int) *call {
+	return &call{op: o, now: now, perGroup: perGroup}
+}
+
+// add appends one step: limit i of p for key, with cost.
+func (c *call) add(p *sluice.Policy, key string, i int, cost int64) {
+	c.steps = append(c.steps, step{p: p, key: key, i: i, cost: cost})
+}
+
+// addPolicy appends one step per limit of p for key, each with the cost that limit counts.
+func (c *call) addPolicy(p *sluice.Policy, key string, cost int64) {
+	for i := range p.Limits() {
+		c.add(p, key, i, p.Cost(i, cost))
+	}
+}
+
+// width is how many numbers decide replies per step.
+func (c *call) width() int {
+	switch c.op {
+	case opCheck, opPeek:
+		return 5
+	case opForecast:
+		return 3
+	}
+	return 0
+}
+
+// compareRows orders rows by (policy, key, limit): the order every call locks them in.
+func compareRows(a, b *step) int {
+	return cmp.Or(strings.Compare(a.p.Name(), b.p.Name()), strings.Compare(a.key, b.key), cmp.Compare(a.i, b.i))
+}
+
+// args is decide's arguments: the distinct rows in lock order, and each step's row, strategy,
+// parameters and cost. Argument 4, the wait, is set by each run.
+func (c *call) args(round int64) []any {
+	order := make([]int, len(c.steps))
+	for i := range order {
+		order[i] = i
+	}
+	if len(order) > 1 {
+		slices.SortFunc(order, func(a, b int) int { return compareRows(&c.steps[a], &c.steps[b]) })
+	}
+	var (
+		policies, keys []string
+		idx            []int16
+		rowOf          = make([]int32, len(c.steps))
+	)
+	for k, i := range order {
+		st := &c.steps[i]
+		if k == 0 || compareRows(&c.steps[order[k-1]], st) != 0 {
+			policies = append(policies, st.p.Name())
+			keys = append(keys, st.key)
+			idx = append(idx, int16(st.i))
+		}
+		rowOf[i] = int32(len(keys))
+	}
+	kinds := make([]string, len(c.steps))
+	params := make([]float64, 0, 3*len(c.steps))
+	costs := make([]int64, len(c.steps))
+	for i, st := range c.steps {
+		var kind string
+		var a, b, d float64
+		switch s := st.p.Limits()[st.i].Strategy.(type) {
+		case sluice.GCRA:
+			kind, a, b, d = "g", s.Limit, s.PeriodMs, s.Burst
+		case sluice.TokenBucket:
+			kind, a, b = "t", s.Capacity, s.RefillPerSec
+		case sluice.FixedWindow:
+			kind, a, b = "f", s.Limit, s.WindowMs
+		case sluice.SlidingWindow:
+			kind, a, b, d = "s", s.Limit, s.WindowMs, float64(s.Buckets)
+		case sluice.SlidingWindowLog:
+			kind, a, b = "l", s.Limit, s.WindowMs
+		default:
+			panic(fmt.Sprintf("pgstore: unknown strategy %T", s)) // NewPolicy admits only the five
+		}
+		kinds[i] = kind
+		params = append(params, a, b, d)
+		costs[i] = st.cost
+	}
+	return []any{string(c.op), c.now, int32(c.perGroup), round, int64(0), policies, keys, idx, rowOf, kinds, params, costs}
+}
+
+// decisions turns five numbers per step into decisions, truncating each as Redis truncates a Lua
+// number and clamping remaining at 0 as package algo does.
+func decisions(v []float64) []sluice.Decision {
+	out := make([]sluice.Decision, len(v)/5)
+	for i := range out {
+		n := v[5*i:]
+		d := sluice.Decision{Allowed: n[0] == 1, Limit: int64(n[1]), Remaining: max(int64(n[2]), 0), ResetAt: int64(n[3]), RetryAfterMs: int64(n[4])}
+		if d.Allowed {
+			d.DeniedBy = -1
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// combine folds the decisions of one policy's limits into the policy's decision.
+func combine(ds []sluice.Decision) sluice.Decision {
+	if len(ds) == 1 {
+		return ds[0]
+	}
+	return sluice.Combine(ds)
+}

@@ -1,0 +1,493 @@
+// Package pgstore is sluice's shared store on PostgreSQL: many sluice servers or embedded limiters
+// in front of one PostgreSQL database decide every key exactly, as if they were one process. Its
+// directory is store/postgres; import it as
+//
+//	import pgstore "github.com/sluicehq/sluice/store/postgres"
+//
+// # Decisions
+//
+// Every operation is one statement, one round trip and one transaction: a call of the PL/pgSQL
+// function <schema>.decide (see migrations/0001_init.sql), which computes package algo's float64
+// operations in float8, in algo's order, so decisions equal the memory store's, the Redis store's
+// and the conformance vectors field for field. The function returns float8s and the store
+// truncates them as Redis truncates a Lua number (a cast to bigint would round).
+//
+// A check locks its rows with SELECT ... FOR UPDATE, decides, and writes, so concurrent checks of a
+// key take turns on its row lock and none reads a state another is about to replace. A composite
+// policy's limits, and all of CheckAll's items, are decided in one statement, all or nothing.
+// Calls lock their rows in one order (by policy, key and limit, sorted in Go), so two multi-key
+// calls never wait on each other. A key without a row is a fresh key: its row is inserted, with ON
+// CONFLICT DO NOTHING, only when a check admits something, and if another caller inserted it first
+// the statement fails with serialization_failure and runs again (at most a few times, in the rare
+// race of two first checks of one key). Peek and Forecast read a snapshot and lock nothing.
+//
+// decide takes any number of independent all-or-nothing groups (CheckMany sends one per key), so a
+// batched mode can decide the Checks of concurrent callers in one statement, one group each, as
+// store/redis/batch.go does for Redis.
+//
+// now = 0 decides at the database server's clock (clock_timestamp(), read inside the function once
+// every row is locked: one clock for the whole fleet, and a caller that waited for a row never
+// decides at an instant before the caller it waited for; now() and statement_timestamp() are the
+// instant the statement started, which can be). An explicit now is used as given, for replays and
+// tests.
+//
+// # Schema and migrations
+//
+// Everything lives in one schema (Config.Schema, "sluice" by default). New applies the embedded,
+// versioned migrations (migrations/NNNN_name.sql), each in its own transaction under a
+// transaction-scoped advisory lock, and records them in <schema>.migrations: processes starting at
+// once apply each migration once. A database whose schema is newer than this build is an error
+// (ErrSchemaNewer).
+//
+// <schema>.limits holds a row per limit of a policy and key: (policy, key, i) is the primary key,
+// state a float8[] in the strategy's layout, idle_at the epoch ms after which the row decides like
+// a fresh key. A key's state is shared by every policy of the same name, as in Redis.
+//
+// # Idle rows
+//
+// A background sweep (Config.SweepInterval) deletes rows whose idle_at is more than
+// Config.SweepGrace in the past, in batches of Config.SweepBatch locked with FOR UPDATE SKIP LOCKED,
+// so it never waits for a check nor holds a lock for long, and it deletes only rows whose state
+// decides like a fresh key's: deleting them changes no decision.
+//
+// idle_at is indexed so that the sweep finds idle rows without scanning the table. An update that
+// changes an indexed column cannot be HOT (it writes a new entry in every index), so idle_at is
+// stored rounded up to a multiple of Config.IdleRounding and is rewritten only when the new state
+// goes idle after it: a busy key changes idle_at once per rounding step, and its other updates,
+// changing only state, are HOT (the table's fillfactor of 80 leaves room on the page for them).
+// The cost is that a row is deleted up to IdleRounding later.
+//
+// The rows an idle key leaves behind are therefore bounded: a key's row is deleted at most
+// IdleRounding + SweepGrace + SweepInterval after it went idle (plus the time to delete the
+// backlog, SweepBatch rows per statement), and the dead tuples it leaves are reclaimed by HOT
+// pruning and autovacuum as usual. A replay whose explicit instants lag the clock is judged at the
+// latest instant this Store was given (as the memory store does); replays should use their own
+// schema, as other processes' sweeps judge by the clock.
+//
+// # Errors
+//
+// A connection failure, a timeout, a context deadline or a failing statement is an error matching
+// sluice.ErrUnavailable (and the cause, with errors.Is); a call after Close is sluice.ErrClosed.
+// A check that fails with ErrUnavailable may or may not have been decided and written; decide
+// waits for row locks no longer than the context's deadline (lock_timeout), so a statement whose
+// caller gave up does not go on to decide later. (A context canceled without a deadline leaves the
+// statement to finish on the server.)
+//
+// A Store is safe for concurrent use.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config configures a Store. The zero value is ready to use.
+type Config struct {
+	// Schema holds the store's table and functions. Empty means "sluice".
+	Schema string
+	// SweepInterval is how often idle rows are deleted. 0 means 10 seconds; negative disables the
+	// sweep (rows then stay until Reset).
+	SweepInterval time.Duration
+	// SweepGrace is how long past its idle instant a row is kept. 0 means one minute; anything under
+	// a second is a second, which covers rounding at the idle instant.
+	SweepGrace time.Duration
+	// SweepBatch is how many rows one sweep statement deletes at most. 0 means 500.
+	SweepBatch int
+	// BatchSize is the most concurrent Checks one statement decides (see Check). 0 means 32; 1
+	// sends every Check on its own.
+	BatchSize int
+	// InFlight is how many statements of batched Checks may run at once before new Checks wait and
+	// batch. 0 means 4.
+	InFlight int
+	// IdleRounding is the step idle_at is rounded up to, so that a busy row rewrites it (an indexed
+	// column, which defeats HOT updates) at most once per step. 0 means one minute; negative stores
+	// idle_at exactly.
+	IdleRounding time.Duration
+}
+
+// ErrSchemaNewer means the database holds migrations this build does not know: a newer sluice
+// migrated it.
+var ErrSchemaNewer = errors.New("pgstore: database schema is newer than this sluice")
+
+// Store is the PostgreSQL sluice.Store. It is safe for concurrent use.
+type Store struct {
+	pool  *pgxpool.Pool
+	owns  bool // Close closes the pool: it came from Open
+	sql   statements
+	round int64 // idle_at rounding, ms
+	grace int64 // sweep grace, ms
+	batch int
+
+	// given is the latest explicit instant a caller passed, 0 if none: the sweep judges rows idle
+	// at no later instant, so a replay running behind the clock keeps its rows.
+	given atomic.Int64
+
+	batcher *batcher // nil: every Check runs on its own
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	stop      context.CancelFunc // stops the sweep
+	done      chan struct{}      // closed when the sweep has stopped
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// statements are the store's SQL, with the schema filled in.
+type statements struct {
+	decide, reset, sweep string
+}
+
+func newStatements(schema string) statements {
+	q := pgx.Identifier{schema}.Sanitize()
+	return statements{
+		decide: "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+		reset:  "DELETE FROM " + q + ".limits WHERE policy = $1 AND key = $2 AND i < $3",
+		// The cutoff is computed once (a stable expression), so the idle_at index serves it.
+		sweep: "DELETE FROM " + q + ".limits WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + q + ".limits" +
+			" WHERE idle_at < least(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint, $1) - $2" +
+			" LIMIT $3 FOR UPDATE SKIP LOCKED))",
+	}
+}
+
+// Open connects to the PostgreSQL database that url names (postgres:// or postgresql://, with any
+// query option pgx accepts, such as pool_max_conns), migrates it and starts the sweep. The query
+// option sluice_schema sets Config.Schema. Close closes the pool.
+func Open(ctx context.Context, url string) (*Store, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	var cfg Config
+	if schema, ok := pc.ConnConfig.RuntimeParams["sluice_schema"]; ok {
+		cfg.Schema = schema
+		delete(pc.ConnConfig.RuntimeParams, "sluice_schema") // not a server setting
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	s, err := newStore(ctx, pool, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owns = true
+	return s, nil
+}
+
+// New returns a Store on pool, migrating the database first (waiting at most a minute). The caller
+// keeps ownership of pool: Close does not close it.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return newStore(ctx, pool, cfg)
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	schema := cfg.Schema
+	if schema == "" {
+		schema = "sluice"
+	}
+	if err := migrate(ctx, pool, schema); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool:  pool,
+		sql:   newStatements(schema),
+		round: orDefault(cfg.IdleRounding, time.Minute).Milliseconds(),
+		grace: max(orDefault(cfg.SweepGrace, time.Minute), time.Second).Milliseconds(),
+		batch: cfg.SweepBatch,
+		done:  make(chan struct{}),
+	}
+	if s.round < 0 {
+		s.round = 0
+	}
+	if s.batch <= 0 {
+		s.batch = 500
+	}
+	size, inFlight := cfg.BatchSize, cfg.InFlight
+	if size == 0 {
+		size = 32
+	}
+	if inFlight <= 0 {
+		inFlight = 4
+	}
+	if size > 1 {
+		s.batcher = newBatcher(s, size, inFlight)
+	}
+	every := orDefault(cfg.SweepInterval, 10*time.Second)
+	if every < 0 {
+		s.stop = func() {}
+		close(s.done)
+		return s, nil
+	}
+	sweepCtx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go s.sweepEvery(sweepCtx, every)
+	return s, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Close stops the sweep, waiting for it, makes every later call return sluice.ErrClosed and, for a
+// Store from Open, closes the pool. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.stop()
+		<-s.done
+		if s.owns {
+			s.pool.Close()
+		}
+	})
+	return nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.fail(s.pool.Ping(ctx))
+}
+
+func (s *Store) open() error {
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	return nil
+}
+
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: postgres store: %w", sluice.ErrUnavailable, err)
+}
+
+// fail reports err from a call: sluice.ErrClosed if the store was closed meanwhile (its pool with
+// it), else an ErrUnavailable.
+func (s *Store) fail(err error) error {
+	if err != nil && s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	return unavailable(err)
+}
+
+// begin checks that the store is open and notes an explicit instant for the sweep.
+func (s *Store) begin(now int64) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	for now != 0 {
+		g := s.given.Load()
+		if g >= now || s.given.CompareAndSwap(g, now) {
+			break
+		}
+	}
+	return nil
+}
+
+// maxAttempts bounds how often a statement runs again after a serialization failure (two first
+// checks of one key) or a deadlock.
+const maxAttempts = 10
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// retry runs f, and runs it again after a serialization failure or a deadlock: both roll the
+// statement back whole.
+func (s *Store) retry(ctx context.Context, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
+			return s.fail(err)
+		}
+	}
+}
+
+// run decides c in one statement and returns its reply.
+func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
+	args := c.args(s.round)
+	var out []float64
+	err := s.retry(ctx, func() error {
+		args[4] = waitMs(ctx)
+		return s.pool.QueryRow(ctx, s.sql.decide, args...).Scan(&out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if want := c.width() * len(c.steps); len(out) != want {
+		return nil, unavailable(fmt.Errorf("decide replied %d numbers, want %d", len(out), want))
+	}
+	return out, nil
+}
+
+// waitMs is how long decide may wait for row locks: a little less than the time left before ctx's
+// deadline (0: no deadline). When the caller gives up, pgx drops the connection, but the statement
+// would still run on the server once the lock is free, consuming what its caller was told nothing
+// about. Giving up on the server first (an eighth of the time left, at most 50 ms, for the round
+// trip) makes the answer definite: a lock timeout, nothing decided.
+func waitMs(ctx context.Context) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	left := time.Until(dl)
+	return max((left - min(left/8, 50*time.Millisecond)).Milliseconds(), 1)
+}
+
+// Check implements sluice.Store: one statement decides every limit of p. Concurrent Checks share
+// statements (Config.BatchSize): each is still decided on its own, atomically, and answered once
+// committed.
+func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if err := s.begin(now); err != nil {
+		return sluice.Decision{}, err
+	}
+	if s.batcher != nil {
+		return s.batcher.check(ctx, now, p, key, cost)
+	}
+	c := newCall(opCheck, now, len(p.Limits()))
+	c.addPolicy(p, key, cost)
+	v, err := s.run(ctx, c)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	return combine(decisions(v)), nil
+}
+
+// CheckMany implements sluice.Store: one statement decides every key, each on its own.
+func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
+	if err := s.begin(now); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	n := len(p.Limits())
+	c := newCall(opCheck, now, n)
+	for _, k := range keys {
+		c.addPolicy(p, k, cost)
+	}
+	v, err := s.run(ctx, c)
+	if err != nil {
+		return err
+	}
+	ds := decisions(v)
+	for i := range keys {
+		out[i] = combine(ds[i*n : (i+1)*n])
+	}
+	return nil
+}
+
+// CheckAll implements sluice.Store: one statement, one transaction, all or nothing.
+func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+	if err := s.begin(now); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	steps := 0
+	for _, op := range ops {
+		steps += len(op.Policy.Limits())
+	}
+	c := newCall(opCheck, now, steps)
+	for _, op := range ops {
+		c.addPolicy(op.Policy, op.Key, op.Cost)
+	}
+	v, err := s.run(ctx, c)
+	if err != nil {
+		return err
+	}
+	ds := decisions(v)
+	for i, op := range ops {
+		n := len(op.Policy.Limits())
+		out[i], ds = combine(ds[:n]), ds[n:]
+	}
+	return nil
+}
+
+// Peek implements sluice.Store: one statement reads every limit of p, locking nothing.
+func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
+	if err := s.begin(now); err != nil {
+		return sluice.Decision{}, err
+	}
+	c := newCall(opPeek, now, 1)
+	c.addPolicy(p, key, 1)
+	v, err := s.run(ctx, c)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	return combine(decisions(v)), nil
+}
+
+// Forecast implements sluice.Store. For a composite policy it reports the limit that can spend the
+// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt.
+func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
+	if err := s.begin(now); err != nil {
+		return sluice.Forecast{}, err
+	}
+	c := newCall(opForecast, now, 1)
+	c.addPolicy(p, key, cost)
+	v, err := s.run(ctx, c)
+	if err != nil {
+		return sluice.Forecast{}, err
+	}
+	var out sluice.Forecast
+	for i := range p.Limits() {
+		f := sluice.Forecast{SpendableNow: int64(v[3*i]), NextReplenishAt: int64(v[3*i+1]), FullAt: int64(v[3*i+2])}
+		if i == 0 || f.SpendableNow < out.SpendableNow {
+			out.SpendableNow, out.NextReplenishAt = f.SpendableNow, f.NextReplenishAt
+		}
+		out.FullAt = max(out.FullAt, f.FullAt)
+	}
+	return out, nil
+}
+
+// Refund implements sluice.Store: one statement gives cost back to every limit of p that counts
+// cost; limits that count requests are left alone, and keys without a row have nothing to refund.
+func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	if err := s.begin(now); err != nil {
+		return err
+	}
+	c := newCall(opRefund, now, 1)
+	for i, l := range p.Limits() {
+		if l.Unit == sluice.UnitCost {
+			c.add(p, key, i, cost)
+		}
+	}
+	if len(c.steps) == 0 {
+		return nil
+	}
+	_, err := s.run(ctx, c)
+	return err
+}
+
+// Reset implements sluice.Store: it deletes the key's row for every limit of p.
+func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.retry(ctx, func() error {
+		_, err := s.pool.Exec(ctx, s.sql.reset, p.Name(), key, len(p.Limits()))
+		return err
+	})
+}
