@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -93,6 +94,7 @@ func (c *call) args(round int64) []any {
 	}
 	kinds := make([]string, len(c.steps))
 	params := make([]float64, 0, 3*len(c.steps))
+	bounds := make([]float64, 4*len(c.steps))
 	costs := make([]int64, len(c.steps))
 	for i, st := range c.steps {
 		var kind string
@@ -104,6 +106,9 @@ func (c *call) args(round int64) []any {
 			kind, a, b = "t", s.Capacity, s.RefillPerSec
 		case sluice.FixedWindow:
 			kind, a, b = "f", s.Limit, s.WindowMs
+			if s.Calendar != "" {
+				calendarBounds(s, c.now, bounds[4*i:4*i+4])
+			}
 		case sluice.SlidingWindow:
 			kind, a, b, d = "s", s.Limit, s.WindowMs, float64(s.Buckets)
 		case sluice.SlidingWindowLog:
@@ -115,7 +120,20 @@ func (c *call) args(round int64) []any {
 		params = append(params, a, b, d)
 		costs[i] = st.cost
 	}
-	return []any{string(c.op), c.now, int32(c.perGroup), round, int64(0), policies, keys, idx, rowOf, kinds, params, costs}
+	return []any{string(c.op), c.now, int32(c.perGroup), round, int64(0), policies, keys, idx, rowOf, kinds, params, costs, bounds}
+}
+
+// calendarBounds writes the bounds of three calendar windows in a row to b: the one holding now
+// (this process's clock when now is 0) and its neighbours, so that decide finds the window holding
+// the database clock's instant even across a boundary the two clocks disagree on.
+func calendarBounds(st sluice.FixedWindow, now int64, b []float64) {
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	start, end := st.Bounds(now)
+	b[0], _ = st.Bounds(int64(start) - 1)
+	b[1], b[2] = start, end
+	_, b[3] = st.Bounds(int64(end))
 }
 
 // decisions turns five numbers per step into decisions, truncating each as Redis truncates a Lua

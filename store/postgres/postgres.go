@@ -16,10 +16,10 @@
 // key take turns on its row lock and none reads a state another is about to replace. A composite
 // policy's limits, and all of CheckAll's items, are decided in one statement, all or nothing.
 // Calls lock their rows in one order (by policy, key and limit, sorted in Go), so two multi-key
-// calls never wait on each other. A key without a row is a fresh key: its row is inserted, with ON
-// CONFLICT DO NOTHING, only when a check admits something, and if another caller inserted it first
-// the statement fails with serialization_failure and runs again (at most a few times, in the rare
-// race of two first checks of one key). Peek and Forecast read a snapshot and lock nothing.
+// calls never wait on each other. A key without a row is a fresh key: a check inserts the rows it
+// lacks, fresh, with ON CONFLICT DO NOTHING, and locks them before deciding, so two first checks of
+// one key take turns like any two checks (a deadlock this rare out-of-order locking may cause is
+// rolled back whole and run again). Peek and Forecast read a snapshot and lock nothing.
 //
 // decide takes any number of independent all-or-nothing groups (CheckMany sends one per key), so a
 // batched mode can decide the Checks of concurrent callers in one statement, one group each, as
@@ -150,7 +150,7 @@ type statements struct {
 func newStatements(schema string) statements {
 	q := pgx.Identifier{schema}.Sanitize()
 	return statements{
-		decide: "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+		decide: "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		reset:  "DELETE FROM " + q + ".limits WHERE policy = $1 AND key = $2 AND i < $3",
 		// The cutoff is computed once (a stable expression), so the idle_at index serves it.
 		sweep: "DELETE FROM " + q + ".limits WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + q + ".limits" +
@@ -303,8 +303,7 @@ func (s *Store) begin(now int64) error {
 	return nil
 }
 
-// maxAttempts bounds how often a statement runs again after a serialization failure (two first
-// checks of one key) or a deadlock.
+// maxAttempts bounds how often a statement runs again after a deadlock or a serialization failure.
 const maxAttempts = 10
 
 func retryable(err error) bool {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storetest"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
@@ -17,7 +19,7 @@ import (
 )
 
 // TestSweepDeletesOnlyIdleRows writes keys that are idle by the sweep's instant (every policy of
-// diffPolicies goes idle within about 2 s of a check) and keys that are not, sweeps, and requires that exactly the idle rows are gone and that every key still decides
+// storetest.Policies goes idle within about 2 s of a check) and keys that are not, sweeps, and requires that exactly the idle rows are gone and that every key still decides
 // as in the memory store.
 func TestSweepDeletesOnlyIdleRows(t *testing.T) {
 	t.Parallel()
@@ -36,7 +38,7 @@ func TestSweepDeletesOnlyIdleRows(t *testing.T) {
 		}
 	}
 	const later = t0 + 10_000
-	for _, p := range diffPolicies {
+	for _, p := range storetest.Policies {
 		both(t0, p, "old")    // idle by t0+1000: swept at later (grace 1 s)
 		both(later, p, "new") // still counting at later: kept
 	}
@@ -52,7 +54,7 @@ func TestSweepDeletesOnlyIdleRows(t *testing.T) {
 	if got := count(t, pool, "SELECT count(*) FROM "+q+".limits WHERE key = 'old'"); got != 0 {
 		t.Errorf("%d idle rows left", got)
 	}
-	for _, p := range diffPolicies {
+	for _, p := range storetest.Policies {
 		for _, key := range []string{"old", "new"} {
 			d1, err := s.Peek(ctx, later, p, key)
 			if err != nil {
@@ -100,7 +102,7 @@ func TestSweepSkipsLockedRows(t *testing.T) {
 	t.Parallel()
 	s, pool, q := newStore(t, pgstore.Config{SweepInterval: -1, IdleRounding: -1, SweepGrace: time.Second})
 	ctx := context.Background()
-	p := diffPolicies[0]
+	p := storetest.Policies[0]
 	for i := range 3 {
 		if _, err := s.Check(ctx, t0, p, fmt.Sprint("k", i), 1); err != nil {
 			t.Fatal(err)

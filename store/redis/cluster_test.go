@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/storetest"
+
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/conformance"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/store/memory"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -97,33 +97,6 @@ func (pl *placement) node(key string) int {
 	return pl.owners[s]
 }
 
-// runVectors replays the conformance vectors on s.
-func runVectors(t *testing.T, s sluice.Store) {
-	t.Helper()
-	files, err := filepath.Glob("../../../shared/vectors/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no vector files under ../../../shared/vectors (err %v)", err)
-	}
-	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := conformance.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := conformance.Run(context.Background(), s, f, "vec:")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, fl := range res.Failures {
-				t.Error(fl)
-			}
-			if res.Passed != f.Steps() {
-				t.Errorf("%d of %d steps passed", res.Passed, f.Steps())
-			}
-		})
-	}
-}
-
 // Seed 002's login pair: 50 attempts per IP and 5 per account every 15 minutes.
 var (
 	loginIP      = sluice.MustPolicy("login-ip", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 50, WindowMs: 15 * 60 * 1000}})
@@ -135,18 +108,18 @@ func TestCluster(t *testing.T) {
 	s := openStore(t, c.URL())
 	pl := newPlacement(t, c)
 
-	t.Run("conformance", func(t *testing.T) { runVectors(t, s) })
+	t.Run("conformance", func(t *testing.T) { storetest.Vectors(t, s) })
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("sameAsMemory/seed", seed), func(t *testing.T) {
 			// Each seed's keys must start empty, as the memory store's do.
-			for _, p := range diffPolicies {
+			for _, p := range append(storetest.Policies, storetest.Daily) {
 				for _, k := range []string{"a", "b", "c"} {
 					if err := s.Reset(context.Background(), p, k); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			sameAsMemory(t, s, seed, 800)
+			storetest.SameAsMemory(t, s, seed, 800)
 		})
 	}
 	t.Run("crossSlotCheckAll", func(t *testing.T) { testCrossSlotCheckAll(t, s, pl) })

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storetest"
+
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
@@ -81,7 +83,7 @@ func newStore(t *testing.T) (*redisstore.Store, rueidis.Client, string) {
 
 func TestConformanceVectors(t *testing.T) {
 	s, _, _ := newStore(t)
-	runVectors(t, s)
+	storetest.Vectors(t, s)
 }
 
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.

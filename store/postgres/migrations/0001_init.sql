@@ -130,15 +130,31 @@ BEGIN
 END $$;
 
 -- fixedWindow: state {start, count}.
-CREATE FUNCTION {{schema}}.fixed_window(op text, lim float8, win float8, unused float8, st float8[], n float8, cost float8)
+-- Windows are win ms long, or with win 0 calendar windows: b holds the bounds of three in a row
+-- around the caller's clock, computed by the caller, one of which holds n.
+CREATE FUNCTION {{schema}}.fixed_window(op text, lim float8, win float8, b float8[], st float8[], n float8, cost float8)
 RETURNS float8[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
-  start float8 := floor(n / win) * win;
-  reset_at float8 := start + win;
+  start float8;
+  reset_at float8;
   cnt float8 := 0;
   c float8;
   full_at float8 := n;
 BEGIN
+  IF win > 0 THEN
+    start := floor(n / win) * win;
+    reset_at := start + win;
+  ELSE
+    FOR k IN 1 .. 3 LOOP
+      IF n >= b[k] AND n < b[k + 1] THEN
+        start := b[k];
+        reset_at := b[k + 1];
+      END IF;
+    END LOOP;
+    IF start IS NULL THEN
+      RAISE EXCEPTION 'sluice: the database clock is a calendar window away from the caller''s';
+    END IF;
+  END IF;
   IF st[1] = start THEN
     cnt := st[2];
   END IF;
@@ -157,7 +173,7 @@ BEGIN
       CASE WHEN cnt + 1 <= lim THEN 0 ELSE ceil(reset_at - n) END];
   WHEN 'f' THEN
     IF cnt > 0 THEN
-      full_at := ceil(start + win);
+      full_at := ceil(reset_at);
     END IF;
     RETURN ARRAY[greatest(floor((lim - cnt) / cost), 0), full_at, full_at];
   WHEN 'r' THEN
@@ -457,14 +473,13 @@ END $$;
 -- A check decides the steps in order, each against the state the earlier steps left (a key
 -- checked twice sees its first check), and keeps a group's new states only if every step of the
 -- group was allowed. Rows are locked with SELECT ... FOR UPDATE (check, refund) before the clock is
--- read, so the decisions on a row follow each other in time. A row that does not exist is a
--- fresh key; the new rows a check keeps are inserted at the end, and if another transaction
--- inserted one first, the statement fails with serialization_failure and the caller runs it again.
+-- read, so the decisions on a row follow each other in time. A check first inserts the rows it
+-- lacks, fresh ('{}'), and locks them too, so a concurrent first check of a key waits its turn.
 --
 -- The reply is five numbers per step for a check or a peek, three for a forecast, none for a refund.
 CREATE FUNCTION {{schema}}.decide(op text, now_ms bigint, per_group int, round_ms bigint, wait_ms bigint,
   policies text[], keys text[], idx smallint[],
-  step_row int[], kinds text[], params float8[], costs bigint[])
+  step_row int[], kinds text[], params float8[], costs bigint[], bounds float8[])
 RETURNS float8[] LANGUAGE plpgsql AS $$
 DECLARE
   nrows int := cardinality(keys);
@@ -488,14 +503,23 @@ DECLARE
   g_first int := 1;
   g_last int;
   all_ok bool;
-  updates int := 0;
-  inserts int := 0;
-  written int;
 BEGIN
   IF wait_ms > 0 THEN
     PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
   END IF;
   IF op IN ('c', 'r') THEN
+    -- A check first makes the rows it lacks, fresh ('{}', idle at once), so that it can lock them:
+    -- a concurrent first check of the same key then waits for this one and reads what it wrote,
+    -- instead of both deciding on a fresh key. Rows are tried in lock order, and an insert that
+    -- meets another transaction's uncommitted one waits for it, so the inserts, like the locks
+    -- below, are taken in one global order: no deadlock.
+    IF op = 'c' THEN
+      INSERT INTO {{schema}}.limits (policy, key, i, state, idle_at)
+      SELECT u.pol, u.ky, u.li, '{}', 0
+      FROM unnest(policies, keys, idx) WITH ORDINALITY AS u(pol, ky, li, ord)
+      ORDER BY u.ord
+      ON CONFLICT DO NOTHING;
+    END IF;
     FOR rec IN
       SELECT u.ord::int AS ord, l.state FROM unnest(policies, keys, idx) WITH ORDINALITY AS u(pol, ky, li, ord)
       JOIN {{schema}}.limits l ON l.policy = u.pol AND l.key = u.ky AND l.i = u.li
@@ -537,7 +561,7 @@ BEGIN
       o := CASE kinds[step_no]
         WHEN 'g' THEN {{schema}}.gcra(op, params[3 * step_no - 2], params[3 * step_no - 1], params[3 * step_no], st, n, costs[step_no])
         WHEN 't' THEN {{schema}}.token_bucket(op, params[3 * step_no - 2], params[3 * step_no - 1], params[3 * step_no], st, n, costs[step_no])
-        WHEN 'f' THEN {{schema}}.fixed_window(op, params[3 * step_no - 2], params[3 * step_no - 1], params[3 * step_no], st, n, costs[step_no])
+        WHEN 'f' THEN {{schema}}.fixed_window(op, params[3 * step_no - 2], params[3 * step_no - 1], bounds[4 * step_no - 3 : 4 * step_no], st, n, costs[step_no])
         WHEN 's' THEN {{schema}}.sliding_window(op, params[3 * step_no - 2], params[3 * step_no - 1], params[3 * step_no], st, n, costs[step_no])
         WHEN 'l' THEN {{schema}}.sliding_log(op, params[3 * step_no - 2], params[3 * step_no - 1], params[3 * step_no], st, n, costs[step_no])
       END;
@@ -573,36 +597,15 @@ BEGIN
   IF op NOT IN ('c', 'r') THEN
     RETURN res;
   END IF;
-  FOR row_no IN 1 .. nrows LOOP
-    IF dirty[row_no] THEN
-      IF had[row_no] THEN
-        updates := updates + 1;
-      ELSE
-        inserts := inserts + 1;
-      END IF;
-    END IF;
-  END LOOP;
-  -- idle_at only ever moves later, to the next multiple of round_ms: an update that leaves it
-  -- alone changes no indexed column and can be HOT.
-  IF updates > 0 THEN
+  -- Every row to write exists (a check made the ones it lacked). idle_at only ever moves later, to
+  -- the next multiple of round_ms: an update that leaves it alone changes no indexed column and
+  -- can be HOT.
+  IF true = ANY (dirty) THEN
     UPDATE {{schema}}.limits l SET state = u.v,
       idle_at = CASE WHEN l.idle_at >= u.idle THEN l.idle_at
         WHEN round_ms > 0 THEN ceil(u.idle / round_ms) * round_ms ELSE ceil(u.idle) END
     FROM unnest(policies, keys, idx, cur, idle, dirty, had) AS u(pol, ky, li, v, idle, d, h)
-    WHERE u.d AND u.h AND l.policy = u.pol AND l.key = u.ky AND l.i = u.li;
-  END IF;
-  IF inserts > 0 THEN
-    INSERT INTO {{schema}}.limits (policy, key, i, state, idle_at)
-    SELECT u.pol, u.ky, u.li, u.v,
-      CASE WHEN round_ms > 0 THEN ceil(u.idle / round_ms) * round_ms ELSE ceil(u.idle) END
-    FROM unnest(policies, keys, idx, cur, idle, dirty, had) WITH ORDINALITY AS u(pol, ky, li, v, idle, d, h, ord)
-    WHERE u.d AND NOT u.h
-    ORDER BY u.ord
-    ON CONFLICT DO NOTHING;
-    GET DIAGNOSTICS written = ROW_COUNT;
-    IF written < inserts THEN
-      RAISE EXCEPTION 'sluice: a new key was written concurrently' USING ERRCODE = 'serialization_failure';
-    END IF;
+    WHERE u.d AND l.policy = u.pol AND l.key = u.ky AND l.i = u.li;
   END IF;
   RETURN res;
 END $$;
