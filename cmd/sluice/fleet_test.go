@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -35,6 +36,13 @@ var listening = regexp.MustCompile(`listening"? http=(\S+) grpc=(\S+)`)
 // startProcess runs `bin serve --config config` as its own process on free ports, waits until it is
 // ready (its store answers), and kills it at cleanup. It returns the HTTP address.
 func startProcess(t *testing.T, bin, config string) string {
+	t.Helper()
+	addr, _ := startSluice(t, bin, config)
+	return addr
+}
+
+// startSluice is startProcess returning the process too, for tests that kill it themselves.
+func startSluice(t *testing.T, bin, config string) (string, *exec.Cmd) {
 	t.Helper()
 	log := &syncBuffer{}
 	cmd := exec.Command(bin, "serve", "--config", config, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0")
@@ -64,12 +72,13 @@ func startProcess(t *testing.T, bin, config string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return addr
+	return addr, cmd
 }
 
-// TestFleetExactOnRedis runs three sluice serve processes on one Redis store and has 200 clients
-// spread over them check one key: the fleet admits exactly the limit, as one process would.
-func TestFleetExactOnRedis(t *testing.T) {
+// TestFleetExact runs three sluice serve processes on one shared store (Redis, a Redis Cluster,
+// PostgreSQL) and has 200 clients spread over them check one key: the fleet admits exactly the
+// limit, as one process would.
+func TestFleetExact(t *testing.T) {
 	bin := buildSluice(t)
 	tests := []struct {
 		name  string
@@ -77,6 +86,7 @@ func TestFleetExactOnRedis(t *testing.T) {
 	}{
 		{"standalone", func(t *testing.T) string { return redistest.StartServer(t).URL() }},
 		{"cluster", func(t *testing.T) string { return redistest.StartCluster(t, 3).URL() }},
+		{"postgres", func(t *testing.T) string { return pgtest.StartServer(t).URL() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,61 +158,79 @@ func fleetCheck(client *http.Client, url string) (decision, error) {
 	return d, nil
 }
 
-// TestFailModesDuringOutage kills Redis under a sluice serve: a fail-open policy admits with every
-// number zero, a fail-closed one answers 503, each within the store timeout; once Redis is back,
-// both decide again.
+// TestFailModesDuringOutage kills the store under a sluice serve: a fail-open policy admits with
+// every number zero, a fail-closed one answers 503, each within the store timeout; once the store
+// is back, both decide again, the store's client reconnecting by itself.
 func TestFailModesDuringOutage(t *testing.T) {
 	const storeTimeout, slack = 100 * time.Millisecond, 300 * time.Millisecond
-	srv := redistest.StartServer(t)
-	config := filepath.Join(t.TempDir(), "sluice.yaml")
-	writeConfig(t, config, fmt.Sprintf(`store: %s
+	stores := []struct {
+		name string
+		// start starts a store and returns its URL and how to crash and restart it.
+		start func(t *testing.T) (url string, kill, restart func())
+	}{
+		{"redis", func(t *testing.T) (string, func(), func()) {
+			srv := redistest.StartServer(t)
+			return srv.URL(), srv.Kill, srv.Start
+		}},
+		{"postgres", func(t *testing.T) (string, func(), func()) {
+			pg := pgtest.StartServer(t)
+			return pg.URL(), pg.Kill, pg.Start
+		}},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			url, kill, restart := st.start(t)
+			config := filepath.Join(t.TempDir(), "sluice.yaml")
+			writeConfig(t, config, fmt.Sprintf(`store: %s
 storeTimeout: %v
 policies:
   open: {strategy: fixedWindow, limit: 1000, window: 1h, failMode: open}
   closed: {strategy: fixedWindow, limit: 1000, window: 1h, failMode: closed}
-`, srv.URL(), storeTimeout))
-	r := startServe(t, "--config", config)
+`, url, storeTimeout))
+			r := startServe(t, "--config", config)
 
-	// decided reports whether the policy's answer is the store's decision.
-	decided := func(policy string) bool {
-		code, d := r.check(t, policy, "k")
-		return code == http.StatusOK && d["allowed"] == true && d["limit"] == float64(1000)
-	}
-	for _, p := range []string{"open", "closed"} {
-		if !decided(p) {
-			t.Fatalf("%s before the outage: not a decision", p)
-		}
-	}
-
-	srv.Kill()
-	tests := []struct {
-		policy string
-		want   func(code int, d map[string]any) bool
-	}{
-		{"open", func(code int, d map[string]any) bool {
-			return code == http.StatusOK && d["allowed"] == true && d["limit"] == float64(0) && d["remaining"] == float64(0)
-		}},
-		{"closed", func(code int, d map[string]any) bool {
-			return code == http.StatusServiceUnavailable && d["code"] == "unavailable"
-		}},
-	}
-	for range 10 {
-		for _, tt := range tests {
-			start := time.Now()
-			code, d := r.check(t, tt.policy, "k")
-			if took := time.Since(start); took > storeTimeout+slack {
-				t.Errorf("%s during the outage answered after %v", tt.policy, took)
+			// decided reports whether the policy's answer is the store's decision.
+			decided := func(policy string) bool {
+				code, d := r.check(t, policy, "k")
+				return code == http.StatusOK && d["allowed"] == true && d["limit"] == float64(1000)
 			}
-			if !tt.want(code, d) {
-				t.Errorf("%s during the outage: %d %v", tt.policy, code, d)
+			for _, p := range []string{"open", "closed"} {
+				if !decided(p) {
+					t.Fatalf("%s before the outage: not a decision", p)
+				}
 			}
-		}
-	}
 
-	srv.Start()
-	restarted := time.Now()
-	eventually(t, "both policies to decide again", func() bool { return decided("open") && decided("closed") })
-	if took := time.Since(restarted); took > 5*time.Second {
-		t.Errorf("deciding again took %v after Redis restarted", took)
+			kill()
+			tests := []struct {
+				policy string
+				want   func(code int, d map[string]any) bool
+			}{
+				{"open", func(code int, d map[string]any) bool {
+					return code == http.StatusOK && d["allowed"] == true && d["limit"] == float64(0) && d["remaining"] == float64(0)
+				}},
+				{"closed", func(code int, d map[string]any) bool {
+					return code == http.StatusServiceUnavailable && d["code"] == "unavailable"
+				}},
+			}
+			for range 10 {
+				for _, tt := range tests {
+					start := time.Now()
+					code, d := r.check(t, tt.policy, "k")
+					if took := time.Since(start); took > storeTimeout+slack {
+						t.Errorf("%s during the outage answered after %v", tt.policy, took)
+					}
+					if !tt.want(code, d) {
+						t.Errorf("%s during the outage: %d %v", tt.policy, code, d)
+					}
+				}
+			}
+
+			restart()
+			restarted := time.Now()
+			eventually(t, "both policies to decide again", func() bool { return decided("open") && decided("closed") })
+			if took := time.Since(restarted); took > 5*time.Second {
+				t.Errorf("deciding again took %v after the store restarted", took)
+			}
+		})
 	}
 }

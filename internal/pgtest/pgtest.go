@@ -116,7 +116,7 @@ func (s *Server) Start() {
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
 		"-c", "shared_buffers=16MB", "-c", "max_connections=100")
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		s.t.Fatalf("pgtest: start postgres: %v", err)
@@ -150,7 +150,7 @@ func (s *Server) Start() {
 func (s *Server) ready() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port))
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(s.port), "-U", "postgres")
 	return cmd.Run() == nil
 }
 
@@ -167,26 +167,69 @@ func (s *Server) stop(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	pid := s.cmd.Process.Pid // the process group's, too (Setpgid)
+	pid := s.cmd.Process.Pid
 	if sig == syscall.SIGKILL {
-		_ = syscall.Kill(-pid, sig)
+		// The postmaster's children run in sessions of their own: kill them with it, or the
+		// shared memory they hold keeps the next Start out.
+		children := childrenOf(pid)
+		_ = syscall.Kill(pid, sig)
+		for _, c := range children {
+			_ = syscall.Kill(c, sig)
+		}
+		defer waitGone(children)
 	} else {
 		_ = s.cmd.Process.Signal(sig)
 	}
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 		<-s.done
 	}
 	s.cmd = nil
-	// A killed postmaster leaves its backends' shared memory behind until they exit: wait for the
-	// process group to be gone, so that Start does not find the data directory in use.
-	if sig == syscall.SIGKILL {
-		for i := 0; i < 100 && syscall.Kill(-pid, 0) == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid …": comm may hold spaces, so read after its closing parenthesis.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(fields[1]); ppid == pid {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, child)
 		}
 	}
+	return out
+}
+
+// waitGone waits (at most 10 s) until none of pids is alive: gone, or a zombie, which holds no
+// memory (the orphans' new parent may take its time to reap them).
+func waitGone(pids []int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range pids {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
 }
 
 func (s *Server) logTail() string {

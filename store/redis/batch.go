@@ -32,7 +32,10 @@ type batch struct {
 	limits   int // limits per check
 	c        call
 	checks   int
-	deadline time.Time // the latest of its checks' deadlines; zero: one had none
+	// deadline is the earliest of its checks' deadlines (zero: none had one). The batch gives up
+	// with its first caller to give up: a check must never be decided after its caller was told it
+	// was not, and checks of one service share one store timeout, so their deadlines differ little.
+	deadline time.Time
 	done     chan struct{}
 	reply    []int64 // written before done closes
 	err      error
@@ -52,7 +55,7 @@ func (b *batcher) check(ctx context.Context, now int64, p *sluice.Policy, key st
 	if lead {
 		bt = &batch{now: now, limits: n, c: newCall(opCheck, now, b.s.slack, n), deadline: dl, done: make(chan struct{})}
 		b.open = bt
-	} else if !hasDeadline || !bt.deadline.IsZero() && dl.After(bt.deadline) {
+	} else if hasDeadline && (bt.deadline.IsZero() || dl.Before(bt.deadline)) {
 		bt.deadline = dl
 	}
 	i := bt.checks
@@ -97,8 +100,8 @@ func (b *batcher) send(bt *batch) {
 	if !deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
-	// Every check of a batch whose latest deadline has passed has given up: none is sent, so
-	// none consumes budget its caller was told nothing about.
+	// A batch whose deadline has passed is not sent: one of its callers has given up, and its
+	// check must not consume budget after that caller was told it was not decided.
 	if ctx.Err() != nil {
 		bt.err = unavailable(ctx.Err())
 	} else {
