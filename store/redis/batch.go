@@ -28,10 +28,10 @@ type batcher struct {
 
 // batch is one script run of coalesced checks.
 type batch struct {
-	now      int64
-	limits   int // limits per check
-	c        call
-	checks   int
+	now    int64
+	limits int // limits per check
+	c      call
+	checks int
 	// deadline is the earliest of its checks' deadlines (zero: none had one). The batch gives up
 	// with its first caller to give up: a check must never be decided after its caller was told it
 	// was not, and checks of one service share one store timeout, so their deadlines differ little.
