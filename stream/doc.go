@@ -1,0 +1,47 @@
+// Package stream is sluice's stream mode: a rate limiter computed by a streaming query over the
+// request log instead of a counter per key.
+//
+// # Model
+//
+// Producers Append Events (stream, key, cost, time) to a log. A named Query reads one stream in
+// log order and counts each key's events in tumbling windows of Query.WindowMs, aligned to the
+// epoch. When a window closes it is emitted as a Window, and, when its count is over
+// Query.Quota, as a Decision: throttle that key. Readers (a gateway, a dashboard) follow Windows
+// and Decisions by offset, in order.
+//
+// A window closes when the watermark (the latest event time the query has seen, minus
+// Query.GraceMs) reaches its end, or, with Query.IdleFlushMs > 0, when the clock given to Process
+// reaches its end plus IdleFlushMs: the last window of a key that went quiet still closes. An
+// event arriving for a window already closed is late: it is counted in Stats.Late and
+// Stats.LateSum, not in any window. The counting itself is the pure Aggregator, which takes the
+// clock as an argument.
+//
+// # Guarantees
+//
+// Engine keeps everything in PostgreSQL, in its own schema (Config.Schema, "sluice_stream" by
+// default, created and migrated by New under an advisory lock). Process is one transaction: it
+// reads a batch after the query's stored offset, folds it into the window rows, writes the closed
+// windows and decisions and advances the offset, and commits all of it or none. So a processor
+// killed at any instant neither loses nor double counts an event, no window is emitted twice
+// (the outputs are unique per query run, key and window start), and a restarted processor
+// resumes where the last commit left off. Processors of one query serialize on its row lock;
+// different queries run in parallel.
+//
+// Offsets grow in commit order within a stream (each stream's offsets are assigned under a lock
+// held to commit), so a reader that has seen offset n will not later find a smaller one: reading
+// "after the last offset seen" misses nothing. Append with Event.ID set is idempotent per stream.
+//
+// A query's name is its identity. Processing a name stored with a different definition is
+// ErrQueryChanged; Reset forgets the name's offset and open windows (not its outputs), and the
+// next Process starts it over from the beginning of the log.
+//
+// MemoryEngine implements the same Backend in memory, with no durability, for development.
+//
+// # Errors
+//
+// Invalid input is a *sluice.InvalidError (errors.Is sluice.ErrInvalid) naming the field; a
+// database failure matches sluice.ErrUnavailable, and a Process that failed with it may or may
+// not have committed (running it again is safe). A call after Close is sluice.ErrClosed.
+//
+// Engine and MemoryEngine are safe for concurrent use; an Aggregator is not.
+package stream
