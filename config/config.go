@@ -19,6 +19,10 @@
 //	      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
 //	      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
 //	envoy: [/etc/ratelimit/config/*.yaml]
+//	streams:                       # stream mode (docs/stream.md); read at start, not on reload
+//	  store: memory                # memory (the default) or a postgres:// URL, apart from store
+//	  queries:
+//	    rate-limiter: {stream: api-requests, window: 2s, grace: 0s, idleFlush: 500ms, quota: 5}
 //
 // Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec.
 package config
@@ -28,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,6 +44,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // Defaults of the fields a file may leave out.
@@ -68,6 +74,16 @@ type Config struct {
 	Policies []Policy
 	// Envoy lists paths (globs allowed) of envoyproxy/ratelimit config files.
 	Envoy []string
+	// Streams is the streams section; nil when the file has none.
+	Streams *Streams
+}
+
+// Streams configures stream mode: the store of its log and outputs, and its queries.
+type Streams struct {
+	// Store is "memory" or a postgres:// (postgresql://) URL; it need not be the limiter's store.
+	Store string
+	// Queries in name order, each validated.
+	Queries []stream.Query
 }
 
 // Policy is a configured policy, its fail mode (the file's, unless the policy sets its own) and
@@ -113,6 +129,23 @@ type file struct {
 	StoreTimeout string               `yaml:"storeTimeout"`
 	Policies     map[string]rawPolicy `yaml:"policies"`
 	Envoy        []string             `yaml:"envoy"`
+	Streams      *rawStreams          `yaml:"streams"`
+}
+
+type rawStreams struct {
+	Store   string              `yaml:"store"`
+	Queries map[string]rawQuery `yaml:"queries"`
+}
+
+type rawQuery struct {
+	Stream      string   `yaml:"stream"`
+	Window      string   `yaml:"window"`
+	WindowMs    *float64 `yaml:"windowMs"`
+	Grace       string   `yaml:"grace"`
+	GraceMs     *float64 `yaml:"graceMs"`
+	IdleFlush   string   `yaml:"idleFlush"`
+	IdleFlushMs *float64 `yaml:"idleFlushMs"`
+	Quota       *float64 `yaml:"quota"`
 }
 
 // rawPolicy is a policy as written: either one limit's fields inline, or limits.
@@ -190,6 +223,17 @@ func Parse(data []byte) (*Config, error) {
 		if _, err := globCheck(pattern); err != nil {
 			return nil, fail(fmt.Sprintf("envoy[%d]", i), "%v", err)
 		}
+	}
+	if len(doc.Content) > 0 && valueOf(doc.Content[0], "streams") != nil {
+		var rs rawStreams
+		if f.Streams != nil {
+			rs = *f.Streams
+		}
+		s, err := buildStreams(rs)
+		if err != nil {
+			return nil, err
+		}
+		c.Streams = s
 	}
 	return c, nil
 }
@@ -435,6 +479,97 @@ func millis(path, name, text string, ms *float64) (*float64, error) {
 	return ms, nil
 }
 
+func buildStreams(rs rawStreams) (*Streams, error) {
+	s := &Streams{Store: or(rs.Store, DefaultStore)}
+	if s.Store == "memory://" {
+		s.Store = DefaultStore
+	}
+	if s.Store != DefaultStore && !strings.HasPrefix(s.Store, "postgres://") && !strings.HasPrefix(s.Store, "postgresql://") {
+		return nil, fail("streams.store", "must be memory or a postgres:// URL, got %q", s.Store)
+	}
+	names := make([]string, 0, len(rs.Queries))
+	for name := range rs.Queries {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		q, err := buildQuery(name, rs.Queries[name])
+		if err != nil {
+			return nil, err
+		}
+		s.Queries = append(s.Queries, q)
+	}
+	return s, nil
+}
+
+func buildQuery(name string, rq rawQuery) (stream.Query, error) {
+	path := "streams.queries." + name
+	q := stream.Query{Name: name, Stream: rq.Stream}
+	ms := []struct {
+		name, text string
+		ms         *float64
+		min        int64
+		dst        *int64
+	}{
+		{"window", rq.Window, rq.WindowMs, 1, &q.WindowMs},
+		{"grace", rq.Grace, rq.GraceMs, 0, &q.GraceMs},
+		{"idleFlush", rq.IdleFlush, rq.IdleFlushMs, 0, &q.IdleFlushMs},
+	}
+	for _, d := range ms {
+		v, err := wholeMillis(path, d.name, d.text, d.ms, d.min)
+		if err != nil {
+			return q, err
+		}
+		*d.dst = v
+	}
+	if rq.Quota != nil {
+		if *rq.Quota < 0 || *rq.Quota != float64(int64(*rq.Quota)) {
+			return q, fail(path+".quota", "must be a whole number, 0 or more, got %v", *rq.Quota)
+		}
+		q.Quota = int64(*rq.Quota)
+	}
+	if err := q.Validate(); err != nil {
+		var ie *sluice.InvalidError
+		if !errors.As(err, &ie) {
+			return q, fail(path, "%v", err)
+		}
+		field := ie.Field
+		switch {
+		case field == "name":
+			return q, fail(path+" (the name)", "%s", ie.Reason)
+		case field == "windowMs" && rq.Window != "":
+			field = "window"
+		}
+		return q, fail(path+"."+field, "%s", ie.Reason)
+	}
+	return q, nil
+}
+
+// wholeMillis reads a stream query's duration, written as name (a duration such as 2s) or as
+// nameMs (milliseconds), in whole milliseconds of at least min; 0 when neither is set.
+func wholeMillis(path, name, text string, ms *float64, min int64) (int64, error) {
+	p := path + "." + name
+	var v float64
+	switch {
+	case text != "" && ms != nil:
+		return 0, fail(p, "set %s or %sMs, not both", name, name)
+	case text != "":
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, fail(p, "must be a duration such as 2s or 500ms, got %q", text)
+		}
+		v = float64(d) / float64(time.Millisecond)
+	case ms != nil:
+		v, p = *ms, p+"Ms"
+	case min > 0:
+		return 0, fail(p, "is missing")
+	}
+	if v < float64(min) || v != float64(int64(v)) || v > math.MaxInt64/4 {
+		return 0, fail(p, "must be whole milliseconds, at least %dms, got %vms", min, v)
+	}
+	return int64(v), nil
+}
+
 // globCheck rejects a malformed glob pattern; the files it names are read by the Envoy front end.
 func globCheck(pattern string) (string, error) {
 	if pattern == "" {
@@ -446,8 +581,10 @@ func globCheck(pattern string) (string, error) {
 
 // Keys a file may hold, by level: checkKeys names an unknown one by its path.
 var (
-	fileKeys  = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy"}
-	limitKeys = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
+	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams"}
+	streamsKeys = []string{"store", "queries"}
+	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
+	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
 		"periodMs", "period", "windowMs", "window", "timezone"}
 	policyKeys = append([]string{"failMode", "nearCache", "limits"}, limitKeys...)
 )
@@ -459,6 +596,9 @@ func checkKeys(doc *yaml.Node) error {
 	}
 	root := doc.Content[0]
 	if err := keysIn(root, "", fileKeys); err != nil {
+		return err
+	}
+	if err := checkStreamsKeys(valueOf(root, "streams")); err != nil {
 		return err
 	}
 	policies := valueOf(root, "policies")
@@ -477,6 +617,26 @@ func checkKeys(doc *yaml.Node) error {
 					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkStreamsKeys is checkKeys for the streams section (nil when absent).
+func checkStreamsKeys(streams *yaml.Node) error {
+	if streams == nil {
+		return nil
+	}
+	if err := keysIn(streams, "streams.", streamsKeys); err != nil {
+		return err
+	}
+	queries := valueOf(streams, "queries")
+	if queries == nil || queries.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(queries.Content); i += 2 {
+		if err := keysIn(queries.Content[i+1], "streams.queries."+queries.Content[i].Value+".", queryKeys); err != nil {
+			return err
 		}
 	}
 	return nil

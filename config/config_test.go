@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/stream"
 )
 
 func mustParse(t *testing.T, yaml string) *config.Config {
@@ -400,4 +401,66 @@ policies:
 	// api (fail closed): gcra {Limit:100 PeriodMs:60000 Burst:20} per cost;
 	// gpt-4o (fail open): slidingWindow {Limit:2 WindowMs:60000 Buckets:60} per request; tokenBucket {Capacity:1000 RefillPerSec:16.666666666666668} per cost;
 	// config: policies.gpt-4o.limits[0].refillPerSec: must be above 0 and at most 2^53, got 0
+}
+
+func TestStreams(t *testing.T) {
+	c := mustParse(t, `
+store: redis://cache:6379/0
+streams:
+  store: postgres://u@db:5432/events
+  queries:
+    q2: {stream: s, windowMs: 1000}
+    q1:
+      stream: api-requests
+      window: 2s
+      grace: 100ms
+      idleFlush: 500ms
+      quota: 5
+`)
+	want := &config.Streams{Store: "postgres://u@db:5432/events", Queries: []stream.Query{
+		{Name: "q1", Stream: "api-requests", WindowMs: 2000, GraceMs: 100, IdleFlushMs: 500, Quota: 5},
+		{Name: "q2", Stream: "s", WindowMs: 1000},
+	}}
+	if !reflect.DeepEqual(c.Streams, want) {
+		t.Errorf("Streams = %+v, want %+v", c.Streams, want)
+	}
+	if c.Store != "redis://cache:6379/0" {
+		t.Errorf("Store = %q", c.Store)
+	}
+	if c := mustParse(t, "streams:\n"); !reflect.DeepEqual(c.Streams, &config.Streams{Store: "memory"}) {
+		t.Errorf("empty streams section = %+v", c.Streams)
+	}
+	if c := mustParse(t, "store: memory\n"); c.Streams != nil {
+		t.Errorf("no streams section = %+v, want nil", c.Streams)
+	}
+}
+
+func TestStreamsErrors(t *testing.T) {
+	for _, tt := range []struct{ yaml, path string }{
+		{"streams: {bogus: 1}", `streams."bogus"`},
+		{"streams: {store: redis://x:1}", "streams.store"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, colour: red}}}", `streams.queries.q1."colour"`},
+		{"streams: {queries: {q1: {stream: s}}}", "streams.queries.q1.window"},
+		{"streams: {queries: {q1: {stream: s, window: 0s}}}", "streams.queries.q1.window"},
+		{"streams: {queries: {q1: {stream: s, window: soon}}}", "streams.queries.q1.window"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, windowMs: 1000}}}", "streams.queries.q1.window"},
+		{"streams: {queries: {q1: {stream: s, windowMs: 0.5}}}", "streams.queries.q1.windowMs"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, grace: -1s}}}", "streams.queries.q1.grace"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, idleFlushMs: -1}}}", "streams.queries.q1.idleFlushMs"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, quota: -1}}}", "streams.queries.q1.quota"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, quota: 2.5}}}", "streams.queries.q1.quota"},
+		{"streams: {queries: {q1: {window: 1s}}}", "streams.queries.q1.stream"},
+		{"streams: {queries: {q1: {stream: s, window: 1s, window: 2s}}}", "streams.queries.q1.window"},
+	} {
+		t.Run(tt.yaml, func(t *testing.T) {
+			_, err := config.Parse([]byte(tt.yaml))
+			var ce *config.Error
+			if !errors.As(err, &ce) || !errors.Is(err, config.ErrConfig) {
+				t.Fatalf("Parse = %v, want a *config.Error", err)
+			}
+			if ce.Path != tt.path {
+				t.Errorf("path %q (%v), want %q", ce.Path, err, tt.path)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // FuzzDecode feeds any body to every request decoder. None may panic, and whatever one accepts,
@@ -78,6 +79,36 @@ func FuzzDecode(f *testing.F) {
 				if req.Items[i] != (sluice.Item{Policy: it.Policy, Key: it.Key, Cost: cost}) {
 					t.Fatalf("decodeCheckAll(%q): item %d = %+v, encoding/json reads %+v", data, i, req.Items[i], it)
 				}
+			}
+		}
+	})
+}
+
+// FuzzDecodeUsage feeds any body to the usage decoder: it may not panic, and whatever it
+// accepts encoding/json reads the same way, within MaxUsageEvents.
+func FuzzDecodeUsage(f *testing.F) {
+	for _, seed := range []string{
+		`{"events":[{"stream":"s","key":"k"}]}`,
+		`{"events":[{"stream":"s","key":"k","cost":3,"at":1700000000000,"id":"x"},{"stream":"t","key":"j"}]}`,
+		`{"events":[]}`, `{"events":null}`, `{"events":[{"stream":"s"}]}`, `{"events":[{"Stream":"s","key":"k"}]}`,
+		`{"events":[{"stream":"s","key":"k","key":"j"}]}`, `{"events":[1]}`, `{"events":[]} x`, `[`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, err := decodeUsage(data)
+		if err != nil {
+			return
+		}
+		var want struct {
+			Events []stream.Event `json:"events"`
+		}
+		if json.Unmarshal(data, &want) != nil || len(events) > MaxUsageEvents || len(events) != len(want.Events) {
+			t.Fatalf("decodeUsage(%q) = %+v, encoding/json reads %+v", data, events, want)
+		}
+		for i := range events {
+			if events[i] != want.Events[i] {
+				t.Fatalf("decodeUsage(%q): event %d = %+v, encoding/json reads %+v", data, i, events[i], want.Events[i])
 			}
 		}
 	})

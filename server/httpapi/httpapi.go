@@ -10,7 +10,13 @@
 //	POST /v1/refund       {"policy","key","cost"?,"now"?}     → {}
 //	POST /v1/reset        {"policy","key"}                    → {}
 //	GET  /v1/gate/{policy}?key=…&cost=…&denyStatus=…            → 200, or 429 (403 with denyStatus=403, for nginx), with RateLimit fields
+//	POST /v1/usage        {"events":[{"stream","key","cost"?,"at"?,"id"?}]} → {"appended"}
+//	GET  /v1/streams/{stream}/windows?after=N&limit=M             → {"windows":[…]}
+//	GET  /v1/streams/{stream}/decisions?after=N&limit=M           → {"decisions":[…]}
+//	GET  /v1/streams/{stream}/decisions/watch?after=N             → Server-Sent Events, one per decision
 //	GET  /metrics, /healthz, /readyz
+//
+// The stream routes (stream.go) answer 404 unless Options.Streams is set.
 //
 // A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
 // composite policy adds "deniedBy" (-1 when allowed) and "parts" (one decision per limit), and
@@ -41,6 +47,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // DefaultMaxBodyBytes is the largest request body read when Options.MaxBodyBytes is 0.
@@ -59,6 +66,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Streams is stream mode's backend; nil means the stream routes answer 404.
+	Streams stream.Backend
 }
 
 // Error codes of the {"error","code"} body.
@@ -117,6 +126,10 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("POST", "/v1/refund", a.refund, true)
 	route("POST", "/v1/reset", a.reset, true)
 	route("GET", "/v1/gate/{policy...}", a.gate, true)
+	route("POST", "/v1/usage", a.usage, true)
+	route("GET", "/v1/streams/{stream}/windows", a.windows, true)
+	route("GET", "/v1/streams/{stream}/decisions", a.decisions, true)
+	route("GET", "/v1/streams/{stream}/decisions/watch", a.watchDecisions, true)
 	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, false)
 	route("GET", "/healthz", healthz, false)
 	route("GET", "/readyz", a.readyz, false)
