@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // serveFlags are sluice serve's command line; the ones naming a config field override the file.
@@ -156,6 +158,17 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Stream mode, when configured: read at start only; a reload leaves it as it is.
+	var streams stream.Backend
+	if cfg.Streams != nil {
+		if streams, err = openStreams(cfg.Streams); err != nil {
+			return err
+		}
+		defer streams.Close()
+		runner := startStreamRunner(streams, cfg.Streams.Queries, log)
+		defer runner.stop() // before the deferred Close: the runner may be mid-Process
+		log.Info("sluice serve: streams", "store", redactURL(cfg.Streams.Store), "queries", len(cfg.Streams.Queries))
+	}
 
 	var grpcOpts []grpc.ServerOption
 	if len(tokens) > 0 {
@@ -171,8 +184,12 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	rls.Register(gs)
+	// Requests' contexts end at shutdown, so that long-lived ones (decision watches) finish.
+	base, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
 	hs := &http.Server{
-		Handler:           httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader}),
+		Handler:           httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams}),
+		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig:         tlsConf,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -245,6 +262,7 @@ loop:
 	log.Info("sluice serve: shutting down")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	hs.RegisterOnShutdown(endRequests)
 	if err := hs.Shutdown(shutdown); err != nil {
 		hs.Close()
 	}
@@ -259,6 +277,94 @@ loop:
 		return serveErr
 	}
 	return nil
+}
+
+// openStreams opens stream mode's backend and registers its queries.
+func openStreams(cfg *config.Streams) (stream.Backend, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	var b stream.Backend
+	if cfg.Store == config.DefaultStore {
+		b = stream.NewMemory()
+	} else {
+		e, err := stream.OpenPostgres(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("streams.store %s: %w", redactURL(cfg.Store), err)
+		}
+		b = e
+	}
+	for _, q := range cfg.Queries {
+		if err := b.Register(ctx, q); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("streams.queries.%s: %w", q.Name, err)
+		}
+	}
+	return b, nil
+}
+
+// redactURL names a store URL by its scheme only: it may hold a password.
+func redactURL(url string) string {
+	scheme, _, found := strings.Cut(url, "://")
+	if !found {
+		return url
+	}
+	return scheme + "://…"
+}
+
+// Stream runner's pace: a pass over every query takes up to streamBatch events of each; after a
+// pass that found nothing it sleeps streamIdle, after one that failed streamRetry.
+const (
+	streamBatch = 10_000
+	streamIdle  = 20 * time.Millisecond
+	streamRetry = time.Second
+)
+
+// streamRunner is the one goroutine that runs Process for every configured query.
+type streamRunner struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+func startStreamRunner(b stream.Backend, queries []stream.Query, log *slog.Logger) *streamRunner {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &streamRunner{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for ctx.Err() == nil {
+			processed, failed := 0, false
+			for _, q := range queries {
+				n, err := b.Process(ctx, q, time.Now().UnixMilli(), streamBatch)
+				if err != nil && ctx.Err() == nil {
+					log.Error("sluice serve: stream query", "query", q.Name, "err", err)
+					failed = true
+				}
+				processed += n
+			}
+			pause := time.Duration(0)
+			switch {
+			case failed:
+				pause = streamRetry
+			case processed == 0:
+				pause = streamIdle
+			}
+			if pause > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(pause):
+				}
+			}
+		}
+	}()
+	return r
+}
+
+// stop ends the runner and waits for it; it may be called any number of times.
+func (r *streamRunner) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+	})
 }
 
 // loadRules reads the Envoy rate-limit files cfg names and checks them against cfg's policies.

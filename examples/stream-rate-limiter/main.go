@@ -5,21 +5,28 @@
 //
 //	go run ./examples/stream-rate-limiter --window 2s --quota 5 --quiet 3 --noisy 20
 //	go run ./examples/stream-rate-limiter --store postgres://postgres@127.0.0.1:5432/test
+//	go run ./examples/stream-rate-limiter --server http://127.0.0.1:8080 --stream api-requests --window 2s --quota 5
 //
 // The checks hold for any noisy > 2*quota and quiet < quota: the noisy key's requests, sent
 // within less than one window, fall into at most two windows, one of which then holds more than
 // the quota; the quiet key's cannot exceed it however they split.
 //
-// The engine runs in this process; a --server mode, against a sluice server's stream API, waits
-// for that API to exist.
+// By default the engine runs in this process. With --server, the requests go to a sluice
+// server's POST /v1/usage and the windows and decisions come from its pull API
+// (docs/stream.md); the server's query over --stream must use the --window and --quota given
+// here. Its keys are named per run, so that runs against one server do not see each other.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -47,19 +54,43 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	noisy := fs.Int("noisy", 20, "requests the noisy key sends (over twice the quota)")
 	store := fs.String("store", "memory", `"memory", or a postgres:// URL`)
 	schema := fs.String("schema", "", "PostgreSQL schema (default sluice_stream)")
+	server := fs.String("server", "", "a sluice server's `URL`: use its stream API instead of an engine in this process")
+	streamName := fs.String("stream", "api-requests", "with --server: the stream the server's query reads")
+	token := fs.String("token", "", "with --server: the bearer token, if the server asks for one")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := simulate(ctx, out, *window, *quota, *quiet, *noisy, *store, *schema); err != nil {
+	var err error
+	if *server != "" {
+		err = simulate(ctx, out, *window, *quota, *quiet, *noisy, &apiClient{base: strings.TrimSuffix(*server, "/"), token: *token}, *streamName)
+	} else {
+		err = simulateLocal(ctx, out, *window, *quota, *quiet, *noisy, *store, *schema)
+	}
+	if err != nil {
 		fmt.Fprintf(out, "\nFAIL: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func simulate(ctx context.Context, out io.Writer, window time.Duration, quota int64, quiet, noisy int, store, schema string) error {
+// log is what the scenario needs of stream mode: appending, and reading the outputs.
+type log interface {
+	Append(ctx context.Context, events []stream.Event) error
+	Windows(ctx context.Context, stream string, after int64, limit int) ([]stream.Window, error)
+	Decisions(ctx context.Context, stream string, after int64, limit int) ([]stream.Decision, error)
+}
+
+func checkScenario(quota int64, quiet, noisy int) error {
 	if int64(noisy) <= 2*quota || int64(quiet) >= quota {
 		return fmt.Errorf("need noisy > 2*quota and quiet < quota, got noisy %d, quiet %d, quota %d", noisy, quiet, quota)
+	}
+	return nil
+}
+
+// simulateLocal runs the scenario on an engine in this process, with its own processor.
+func simulateLocal(ctx context.Context, out io.Writer, window time.Duration, quota int64, quiet, noisy int, store, schema string) error {
+	if err := checkScenario(quota, quiet, noisy); err != nil {
+		return err
 	}
 	var b stream.Backend
 	if store == "memory" {
@@ -93,8 +124,9 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 
 	// The processor: what a worker process would run, here a goroutine.
 	pctx, stop := context.WithCancel(ctx)
-	procErr := make(chan error, 1)
+	procErr, done := make(chan error, 1), make(chan struct{})
 	go func() {
+		defer close(done)
 		for pctx.Err() == nil {
 			n, err := b.Process(pctx, q, time.Now().UnixMilli(), 1000)
 			if err != nil && pctx.Err() == nil {
@@ -105,10 +137,26 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		procErr <- nil
 	}()
-	defer func() { stop(); <-procErr }()
+	defer func() { stop(); <-done }()
+	return scenario(ctx, out, b, q.Stream, window, quota, quiet, noisy, "", procErr)
+}
 
+// simulate runs the scenario against a sluice server, whose query processes the stream.
+func simulate(ctx context.Context, out io.Writer, window time.Duration, quota int64, quiet, noisy int, c *apiClient, streamName string) error {
+	if err := checkScenario(quota, quiet, noisy); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "server %s, stream %s, window %v, quota %d\n", c.base, streamName, window, quota)
+	return scenario(ctx, out, c, streamName, window, quota, quiet, noisy, "-"+strconv.FormatInt(time.Now().UnixNano(), 36), nil)
+}
+
+// scenario sends the traffic to stream name of b, follows the windows until every request is
+// in one, reads the decisions and checks them. suffix makes the keys this run's own; procErr
+// reports a failed processor (nil when there is none here).
+func scenario(ctx context.Context, out io.Writer, b log, name string, window time.Duration, quota int64, quiet, noisy int,
+	suffix string, procErr <-chan error) error {
+	quietKey, noisyKey := quietKey+suffix, noisyKey+suffix
 	fmt.Fprintln(out, "\ntaking traffic")
 	sentAt := time.Now()
 	for _, k := range []struct {
@@ -116,7 +164,7 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 		n   int
 	}{{quietKey, quiet}, {noisyKey, noisy}} {
 		for i := range k.n {
-			if err := b.Append(ctx, []stream.Event{{Stream: q.Stream, Key: k.key, ID: fmt.Sprint(k.key, i)}}); err != nil {
+			if err := b.Append(ctx, []stream.Event{{Stream: name, Key: k.key, ID: fmt.Sprint(k.key, i)}}); err != nil {
 				return err
 			}
 		}
@@ -137,13 +185,16 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 			return fmt.Errorf("processor: %w", err)
 		default:
 		}
-		ws, err := b.Windows(ctx, q.Stream, after, 100)
+		ws, err := b.Windows(ctx, name, after, 100)
 		if err != nil {
 			return err
 		}
 		for _, w := range ws {
-			counted[w.Key] += w.Count
 			after = w.Offset
+			if w.Key != quietKey && w.Key != noisyKey {
+				continue // another run's, on a shared server
+			}
+			counted[w.Key] += w.Count
 			verdict := "within quota"
 			if w.Count > quota {
 				overQuota++
@@ -159,14 +210,18 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 	// The gateway: reads every decision, in order, as an enforcement point would.
 	var decisions []stream.Decision
 	for after := int64(0); ; {
-		ds, err := b.Decisions(ctx, q.Stream, after, 100)
+		ds, err := b.Decisions(ctx, name, after, 100)
 		if err != nil {
 			return err
 		}
 		if len(ds) == 0 {
 			break
 		}
-		decisions = append(decisions, ds...)
+		for _, d := range ds {
+			if d.Key == quietKey || d.Key == noisyKey {
+				decisions = append(decisions, d)
+			}
+		}
 		after = ds[len(ds)-1].Offset
 	}
 
@@ -204,4 +259,68 @@ func simulate(ctx context.Context, out io.Writer, window time.Duration, quota in
 	}
 	fmt.Fprintf(out, "\nPASS: %d checks\n", checks)
 	return nil
+}
+
+// apiClient is the log of a sluice server's stream API.
+type apiClient struct {
+	base, token string
+}
+
+// do sends a request and decodes a 200's JSON body into into, or turns the server's
+// {"error","code"} into an error.
+func (c *apiClient) do(ctx context.Context, method, path string, body io.Reader, into any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error, Code string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("%s %s: %s: %s (%s)", method, path, resp.Status, e.Error, e.Code)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// Append implements log with POST /v1/usage.
+func (c *apiClient) Append(ctx context.Context, events []stream.Event) error {
+	body, err := json.Marshal(map[string][]stream.Event{"events": events})
+	if err != nil {
+		return err
+	}
+	var got struct{ Appended int }
+	if err := c.do(ctx, "POST", "/v1/usage", bytes.NewReader(body), &got); err != nil {
+		return err
+	}
+	if got.Appended != len(events) {
+		return fmt.Errorf("the server appended %d of %d events", got.Appended, len(events))
+	}
+	return nil
+}
+
+// Windows implements log with the pull API.
+func (c *apiClient) Windows(ctx context.Context, name string, after int64, limit int) ([]stream.Window, error) {
+	return page[stream.Window](ctx, c, name, "windows", after, limit)
+}
+
+// Decisions implements log with the pull API.
+func (c *apiClient) Decisions(ctx context.Context, name string, after int64, limit int) ([]stream.Decision, error) {
+	return page[stream.Decision](ctx, c, name, "decisions", after, limit)
+}
+
+func page[T any](ctx context.Context, c *apiClient, name, kind string, after int64, limit int) ([]T, error) {
+	var got map[string][]T
+	path := fmt.Sprintf("/v1/streams/%s/%s?after=%d&limit=%d", url.PathEscape(name), kind, after, limit)
+	if err := c.do(ctx, "GET", path, nil, &got); err != nil {
+		return nil, err
+	}
+	return got[kind], nil
 }

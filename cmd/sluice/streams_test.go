@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/stream"
+)
+
+const streamsConfig = `
+streams:
+  queries:
+    limiter: {stream: api-requests, window: 1s, idleFlush: 200ms, quota: 2}
+`
+
+// TestServeStreams runs stream mode end to end in sluice serve: ingest, the runner's windows and
+// decisions, the pull API, and a decision watch that ends when the server shuts down.
+func TestServeStreams(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, streamsConfig)
+	r := startServe(t, "--config", path)
+	base := "http://" + r.http
+
+	var events []string
+	for i := range 4 {
+		events = append(events, fmt.Sprintf(`{"stream":"api-requests","key":"noisy","id":"n%d"}`, i))
+	}
+	events = append(events, `{"stream":"api-requests","key":"quiet"}`)
+	resp, err := http.Post(base+"/v1/usage", "application/json", strings.NewReader(`{"events":[`+strings.Join(events, ",")+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appended struct{ Appended int }
+	json.NewDecoder(resp.Body).Decode(&appended)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || appended.Appended != 5 {
+		t.Fatalf("usage: %d, %+v", resp.StatusCode, appended)
+	}
+
+	watch, err := http.Get(base + "/v1/streams/api-requests/decisions/watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(watch.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+
+	pull := func(kind string) []map[string]any {
+		resp, err := http.Get(base + "/v1/streams/api-requests/" + kind + "?after=0&limit=10")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string][]map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return out[kind]
+	}
+	var windows []map[string]any
+	eventually(t, "the runner to close the windows", func() bool {
+		windows = pull("windows")
+		return len(windows) >= 2
+	})
+	counts := map[any]any{}
+	for _, w := range windows {
+		counts[w["key"]] = w["count"]
+	}
+	if counts["noisy"] != 4.0 || counts["quiet"] != 1.0 {
+		t.Errorf("windows %v", windows)
+	}
+	if ds := pull("decisions"); len(ds) != 1 || ds[0]["key"] != "noisy" || ds[0]["overBy"] != 2.0 {
+		t.Errorf("decisions %v", ds)
+	}
+
+	got := ""
+	for !strings.HasPrefix(got, "data: ") {
+		select {
+		case got = <-lines:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no decision on the watch")
+		}
+	}
+	if !strings.Contains(got, `"key":"noisy"`) {
+		t.Errorf("watch: %s", got)
+	}
+
+	// Shutting down ends the watch at once rather than after the grace period.
+	stopped := time.Now()
+	r.stop()
+	select {
+	case code := <-r.exit:
+		if code != 0 {
+			t.Errorf("exit %d:\n%s", code, r.log.String())
+		}
+		r.exit <- code // for startServe's cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("sluice serve did not stop with a watch open")
+	}
+	for range lines { // the watch ended
+	}
+	if took := time.Since(stopped); took > 3*time.Second {
+		t.Errorf("shutting down took %v", took)
+	}
+	if !strings.Contains(r.log.String(), "sluice serve: streams") {
+		t.Errorf("log:\n%s", r.log.String())
+	}
+}
+
+func TestServeStreamsRefusesBadConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "streams:\n  queries:\n    q1: {stream: s, window: 1s, quota: -1}\n")
+	var out syncBuffer
+	if code := runServe(t.Context(), []string{"--config", path, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, &out, &out); code != 1 ||
+		!strings.Contains(out.String(), "streams.queries.q1.quota") {
+		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+}
+
+func TestStreamsNotConfiguredIs404(t *testing.T) {
+	r := startServe(t)
+	resp, err := http.Get("http://" + r.http + "/v1/streams/s/windows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("status %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestStreamRunnerStopIsIdempotent(t *testing.T) {
+	b := stream.NewMemory()
+	defer b.Close()
+	q := stream.Query{Name: "q", Stream: "s", WindowMs: 1000}
+	if err := b.Register(t.Context(), q); err != nil {
+		t.Fatal(err)
+	}
+	r := startStreamRunner(b, []stream.Query{q}, slog.New(slog.DiscardHandler))
+	r.stop()
+	r.stop()
+}
