@@ -89,6 +89,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/batch"
 )
 
 // Config configures a Store. The zero value is ready to use.
@@ -132,7 +133,7 @@ type Store struct {
 	// at no later instant, so a replay running behind the clock keeps its rows.
 	given atomic.Int64
 
-	batcher *batcher // nil: every Check runs on its own
+	batcher *batch.Batcher[*call, float64] // nil: every Check runs on its own
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -223,7 +224,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 		inFlight = 4
 	}
 	if size > 1 {
-		s.batcher = newBatcher(s, size, inFlight)
+		s.batcher = batch.New(size, inFlight,
+			func(now int64, limits int) *call { return newCall(opCheck, now, limits) },
+			func(c *call, p *sluice.Policy, key string, cost int64) *call { c.addPolicy(p, key, cost); return c },
+			s.run)
 	}
 	every := orDefault(cfg.SweepInterval, 10*time.Second)
 	if every < 0 {
@@ -361,7 +365,12 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 		return sluice.Decision{}, err
 	}
 	if s.batcher != nil {
-		return s.batcher.check(ctx, now, p, key, cost)
+		v, i, err := s.batcher.Check(ctx, now, p, key, cost)
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		n := len(p.Limits())
+		return combine(decisions(v[5*n*i : 5*n*(i+1)])), nil
 	}
 	c := newCall(opCheck, now, len(p.Limits()))
 	c.addPolicy(p, key, cost)

@@ -65,6 +65,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/batch"
 )
 
 // Config configures a Store. The zero value is ready to use.
@@ -87,9 +88,9 @@ type Store struct {
 	client  rueidis.Client
 	cluster bool // keys of one script must share a slot
 	prefix  string
-	slack   string   // TTL slack in ms, as a script argument
-	owns    bool     // Close closes the client: it came from Open
-	batcher *batcher // nil: every Check runs on its own
+	slack   string                      // TTL slack in ms, as a script argument
+	owns    bool                        // Close closes the client: it came from Open
+	batcher *batch.Batcher[call, int64] // nil: every Check runs on its own
 	closed  atomic.Bool
 }
 
@@ -122,7 +123,16 @@ func New(client rueidis.Client, cfg Config) *Store {
 		inFlight = 2
 	}
 	if size > 1 && !s.cluster {
-		s.batcher = newBatcher(s, size, inFlight)
+		s.batcher = batch.New(size, inFlight,
+			func(now int64, limits int) call { return newCall(opCheck, now, s.slack, limits) },
+			func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
+			func(ctx context.Context, c call) ([]int64, error) {
+				v, err := s.run(ctx, c)
+				if err == nil {
+					err = replyLen(v, 5*len(c.keys))
+				}
+				return v, err
+			})
 	}
 	return s
 }
@@ -449,7 +459,12 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 		return sluice.Decision{}, err
 	}
 	if s.batcher != nil {
-		return s.batcher.check(ctx, now, p, key, cost)
+		v, i, err := s.batcher.Check(ctx, now, p, key, cost)
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		n := len(p.Limits())
+		return combine(decisions(v[5*n*i : 5*n*(i+1)])), nil
 	}
 	n := len(p.Limits())
 	c := newCall(opCheck, now, s.slack, n)

@@ -512,21 +512,26 @@ BEGIN
     -- a concurrent first check of the same key then waits for this one and reads what it wrote,
     -- instead of both deciding on a fresh key. Rows are tried in lock order, and an insert that
     -- meets another transaction's uncommitted one waits for it, so the inserts, like the locks
-    -- below, are taken in one global order: no deadlock.
-    IF op = 'c' THEN
-      INSERT INTO {{schema}}.limits (policy, key, i, state, idle_at)
-      SELECT u.pol, u.ky, u.li, '{}', 0
-      FROM unnest(policies, keys, idx) WITH ORDINALITY AS u(pol, ky, li, ord)
-      ORDER BY u.ord
-      ON CONFLICT DO NOTHING;
-    END IF;
-    FOR rec IN
-      SELECT u.ord::int AS ord, l.state FROM unnest(policies, keys, idx) WITH ORDINALITY AS u(pol, ky, li, ord)
-      JOIN {{schema}}.limits l ON l.policy = u.pol AND l.key = u.ky AND l.i = u.li
-      ORDER BY u.ord FOR UPDATE OF l
+    -- below, are taken in one global order: no deadlock. The sweep may delete an idle row between
+    -- the insert and the lock: the rows still missing are made and locked again, so a check holds
+    -- the lock of every row it will write.
     LOOP
-      cur[rec.ord] := ROW(rec.state)::{{schema}}.state;
-      had[rec.ord] := true;
+      IF op = 'c' THEN
+        INSERT INTO {{schema}}.limits (policy, key, i, state, idle_at)
+        SELECT u.pol, u.ky, u.li, '{}', 0
+        FROM unnest(policies, keys, idx, had) WITH ORDINALITY AS u(pol, ky, li, h, ord)
+        WHERE NOT u.h ORDER BY u.ord
+        ON CONFLICT DO NOTHING;
+      END IF;
+      FOR rec IN
+        SELECT u.ord::int AS ord, l.state FROM unnest(policies, keys, idx, had) WITH ORDINALITY AS u(pol, ky, li, h, ord)
+        JOIN {{schema}}.limits l ON l.policy = u.pol AND l.key = u.ky AND l.i = u.li
+        WHERE NOT u.h ORDER BY u.ord FOR UPDATE OF l
+      LOOP
+        cur[rec.ord] := ROW(rec.state)::{{schema}}.state;
+        had[rec.ord] := true;
+      END LOOP;
+      EXIT WHEN op = 'r' OR NOT (false = ANY (had));
     END LOOP;
   ELSE
     FOR rec IN

@@ -1,0 +1,117 @@
+package batch_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/batch"
+)
+
+var p = sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}})
+
+// keys is a call of the fake store: the keys of its checks, in order.
+type keys []string
+
+// fake runs calls after a delay, counting them, and replies with each check's index.
+type fake struct {
+	delay time.Duration
+	runs  atomic.Int64
+	gate  chan struct{} // when set, each run waits for it
+}
+
+func (f *fake) batcher(max, inFlight int) *batch.Batcher[keys, int] {
+	return batch.New(max, inFlight,
+		func(int64, int) keys { return nil },
+		func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
+		func(ctx context.Context, c keys) ([]int, error) {
+			f.runs.Add(1)
+			if f.gate != nil {
+				select {
+				case <-f.gate:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			time.Sleep(f.delay)
+			out := make([]int, len(c))
+			for i := range out {
+				out[i] = i
+			}
+			return out, nil
+		})
+}
+
+func TestConcurrentChecksShareCalls(t *testing.T) {
+	f := &fake{delay: 2 * time.Millisecond}
+	b := f.batcher(32, 2)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for range 20 {
+				reply, i, err := b.Check(context.Background(), 0, p, "k", 1)
+				if err != nil || reply[i] != i {
+					t.Errorf("reply %v, index %d, error %v", reply, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if runs := f.runs.Load(); runs > 64*20/4 {
+		t.Errorf("%d calls for %d concurrent checks: they did not share calls", runs, 64*20)
+	}
+}
+
+func TestLoneCheckRunsAtOnce(t *testing.T) {
+	f := &fake{}
+	b := f.batcher(32, 2)
+	for range 10 {
+		if _, _, err := b.Check(context.Background(), 0, p, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs := f.runs.Load(); runs != 10 {
+		t.Errorf("%d calls for 10 checks one after another, want 10", runs)
+	}
+}
+
+// A batch gives up with its first caller: the check of a caller who gave up is never sent later.
+func TestBatchGivesUpWithItsFirstCaller(t *testing.T) {
+	f := &fake{gate: make(chan struct{})}
+	b := f.batcher(32, 1)
+	// Hold the only slot with a call that waits at the gate.
+	held := make(chan struct{})
+	go func() {
+		b.Check(context.Background(), 0, p, "holder", 1)
+		close(held)
+	}()
+	for f.runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelLong()
+	errs := make(chan error, 2)
+	go func() { _, _, err := b.Check(short, 0, p, "short", 1); errs <- err }()
+	time.Sleep(5 * time.Millisecond)
+	go func() { _, _, err := b.Check(long, 0, p, "long", 1); errs <- err }()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, sluice.ErrUnavailable) {
+			t.Errorf("error %v, want ErrUnavailable for both checks of the batch", err)
+		}
+		if err := short.Err(); err == nil {
+			t.Error("a check returned before the first caller's deadline")
+		}
+	}
+	close(f.gate)
+	<-held
+	if runs := f.runs.Load(); runs != 1 {
+		t.Errorf("%d calls ran, want only the holder's: the batch whose caller gave up was sent", runs)
+	}
+}
