@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storetest"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,93 +20,6 @@ import (
 	pgstore "github.com/sluicehq/sluice/store/postgres"
 )
 
-// faultLimit is far above what a load sends, so every decision it gets must be an admission.
-const faultLimit = 1_000_000_000
-
-var faultPolicy = sluice.MustPolicy("fault", sluice.Limit{Strategy: sluice.FixedWindow{Limit: faultLimit, WindowMs: 3_600_000}})
-
-// outcome is one Check of a fault load.
-type outcome struct {
-	start time.Time
-	took  time.Duration
-	d     sluice.Decision
-	err   error
-}
-
-// faultLoad is goroutines checking their own keys at the server clock in a loop, each Check under
-// its own deadline, recording every one.
-type faultLoad struct {
-	stopc    chan struct{}
-	once     sync.Once
-	wg       sync.WaitGroup
-	outcomes [][]outcome  // per goroutine
-	lastErr  atomic.Int64 // start (unix ns) of the latest failed Check that has returned
-	lastOK   atomic.Int64 // start (unix ns) of the latest successful Check that has returned
-}
-
-// startFaultLoad starts a load on s; it stops at the latest when the test ends.
-func startFaultLoad(t *testing.T, s sluice.Store, goroutines int, timeout time.Duration) *faultLoad {
-	t.Helper()
-	l := &faultLoad{stopc: make(chan struct{}), outcomes: make([][]outcome, goroutines)}
-	t.Cleanup(func() { l.stop() })
-	for g := range goroutines {
-		l.wg.Go(func() {
-			key := fmt.Sprint("g", g)
-			for {
-				select {
-				case <-l.stopc:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				o := outcome{start: time.Now()}
-				o.d, o.err = s.Check(ctx, 0, faultPolicy, key, 1)
-				o.took = time.Since(o.start)
-				cancel()
-				l.outcomes[g] = append(l.outcomes[g], o)
-				if o.err != nil {
-					l.lastErr.Store(o.start.UnixNano())
-				} else {
-					l.lastOK.Store(o.start.UnixNano())
-				}
-				// Pace the callers: a refused connection fails in microseconds, and spinning
-				// goroutines would starve PostgreSQL's restart on a small machine.
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	return l
-}
-
-// stop ends the load and returns every Check, in no particular order.
-func (l *faultLoad) stop() []outcome {
-	l.once.Do(func() { close(l.stopc) })
-	l.wg.Wait()
-	var all []outcome
-	for _, g := range l.outcomes {
-		all = append(all, g...)
-	}
-	return all
-}
-
-// waitClean waits, for at most within, until no Check has failed for quiet and one has succeeded
-// since, and returns that moment: every Check started after it must succeed.
-func (l *faultLoad) waitClean(t *testing.T, within, quiet time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		now := time.Now()
-		lastErr := l.lastErr.Load()
-		if now.UnixNano()-lastErr >= quiet.Nanoseconds() && l.lastOK.Load() > lastErr {
-			return now
-		}
-		if now.After(deadline) {
-			t.Fatalf("checks still failing %v later (the last failure started %v ago)", within, now.Sub(time.Unix(0, lastErr)))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestPostgresRestartUnderLoad crashes PostgreSQL under 32 checking goroutines: while it is down
 // every Check is an admission or sluice.ErrUnavailable within its deadline, and once it is back
 // the pool reconnects by itself and every Check succeeds.
@@ -112,13 +27,13 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	const timeout, slack = 200 * time.Millisecond, 200 * time.Millisecond
 	pg := pgtest.StartServer(t)
 	s := openFaultStore(t, pg.URL())
-	if _, err := s.Check(context.Background(), 0, faultPolicy, "warm", 1); err != nil {
+	if _, err := s.Check(context.Background(), 0, storetest.LoadPolicy, "warm", 1); err != nil {
 		t.Fatal(err) // the pool's first connection exists before goroutines are counted
 	}
 	base := runtime.NumGoroutine()
 
-	l := startFaultLoad(t, s, 32, timeout)
-	l.waitClean(t, 5*time.Second, 0)
+	l := storetest.StartLoad(t, s, 32, timeout)
+	l.WaitClean(t, 5*time.Second, 0)
 	// The outage lasts a second under load: ample time too for the old server's children, which
 	// pg.Kill leaves to notice their parent's death, to be gone before Start (see crashPostgres in
 	// cmd/sluice).
@@ -126,27 +41,27 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	time.Sleep(time.Second)
 	pg.Start()
 	started := time.Now()
-	clean := l.waitClean(t, 5*time.Second, timeout+slack)
+	clean := l.WaitClean(t, 5*time.Second, timeout+slack)
 	time.Sleep(time.Second) // a second of load after recovery
-	all := l.stop()
+	all := l.Stop()
 
 	var wrong, slow, late []string
 	failures := 0
 	for _, o := range all {
 		switch {
-		case o.err != nil:
+		case o.Err != nil:
 			failures++
-			if !errors.Is(o.err, sluice.ErrUnavailable) {
-				wrong = append(wrong, o.err.Error())
+			if !errors.Is(o.Err, sluice.ErrUnavailable) {
+				wrong = append(wrong, o.Err.Error())
 			}
-			if o.start.After(clean) {
-				late = append(late, fmt.Sprintf("%v after recovery: %v", o.start.Sub(clean), o.err))
+			if o.Start.After(clean) {
+				late = append(late, fmt.Sprintf("%v after recovery: %v", o.Start.Sub(clean), o.Err))
 			}
-		case !o.d.Allowed || o.d.Limit != faultLimit || o.d.Remaining < 0 || o.d.Remaining >= faultLimit:
-			wrong = append(wrong, fmt.Sprintf("%+v", o.d))
+		case !o.Decision.Allowed || o.Decision.Limit != storetest.LoadLimit || o.Decision.Remaining < 0 || o.Decision.Remaining >= storetest.LoadLimit:
+			wrong = append(wrong, fmt.Sprintf("%+v", o.Decision))
 		}
-		if o.took > timeout+slack {
-			slow = append(slow, fmt.Sprintf("%v at %v: %v", o.took, o.start.Sub(clean), o.err))
+		if o.Took > timeout+slack {
+			slow = append(slow, fmt.Sprintf("%v at %v: %v", o.Took, o.Start.Sub(clean), o.Err))
 		}
 	}
 	for _, bad := range []struct {
@@ -184,7 +99,7 @@ func TestSlowPostgresIsBounded(t *testing.T) {
 	s := openFaultStore(t, pg.URL()+"&sluice_schema="+schema)
 	pool := newPool(t, pg)
 	ctx := context.Background()
-	p := sluice.MustPolicy("slow", sluice.Limit{Strategy: sluice.FixedWindow{Limit: faultLimit, WindowMs: 3_600_000}})
+	p := sluice.MustPolicy("slow", sluice.Limit{Strategy: sluice.FixedWindow{Limit: storetest.LoadLimit, WindowMs: 3_600_000}})
 	if _, err := s.Check(ctx, t0, p, "k", 1); err != nil {
 		t.Fatal(err) // the key's row now exists, to be locked
 	}
@@ -244,7 +159,7 @@ func TestGivenUpCheckIsNotDecided(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
-	p := sluice.MustPolicy("given-up", sluice.Limit{Strategy: sluice.FixedWindow{Limit: faultLimit, WindowMs: 3_600_000}})
+	p := sluice.MustPolicy("given-up", sluice.Limit{Strategy: sluice.FixedWindow{Limit: storetest.LoadLimit, WindowMs: 3_600_000}})
 
 	tests := []struct {
 		name string

@@ -6,125 +6,35 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/storetest"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// loadLimit is far above what a load sends, so every decision it gets must be an admission.
-const loadLimit = 1_000_000_000
-
-var loadPolicy = sluice.MustPolicy("load", sluice.Limit{Strategy: sluice.FixedWindow{Limit: loadLimit, WindowMs: 3_600_000}})
-
-// result is one call of a load.
-type result struct {
-	start time.Time
-	took  time.Duration
-	d     sluice.Decision
-	err   error
-}
-
-// load is goroutines checking their own keys at the server clock in a loop, each call under its own
-// deadline, recording every call.
-type load struct {
-	timeout time.Duration
-	stopc   chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
-	results [][]result   // per goroutine
-	lastErr atomic.Int64 // start (unix ns) of the latest failed call that has returned
-	lastOK  atomic.Int64 // start (unix ns) of the latest successful call that has returned
-}
-
-// startLoad starts a load on s; it stops at the latest when the test ends.
-func startLoad(t *testing.T, s sluice.Store, goroutines int, timeout time.Duration) *load {
-	t.Helper()
-	l := &load{timeout: timeout, stopc: make(chan struct{}), results: make([][]result, goroutines)}
-	t.Cleanup(func() { l.stop() })
-	for g := range goroutines {
-		l.wg.Go(func() {
-			key := fmt.Sprint("g", g)
-			var rs []result
-			for {
-				select {
-				case <-l.stopc:
-					l.results[g] = rs
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				r := result{start: time.Now()}
-				r.d, r.err = s.Check(ctx, 0, loadPolicy, key, 1)
-				r.took = time.Since(r.start)
-				cancel()
-				rs = append(rs, r)
-				if r.err != nil {
-					l.lastErr.Store(r.start.UnixNano())
-				} else {
-					l.lastOK.Store(r.start.UnixNano())
-				}
-				// Pace the callers: a refused connection fails in microseconds, and spinning
-				// goroutines would starve Redis and the timers on a small machine.
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	return l
-}
-
-// stop ends the load and returns every call, in no particular order.
-func (l *load) stop() []result {
-	l.once.Do(func() { close(l.stopc) })
-	l.wg.Wait()
-	var all []result
-	for _, rs := range l.results {
-		all = append(all, rs...)
-	}
-	return all
-}
-
-// waitClean waits, for at most within, until no call has failed for quiet and one has succeeded
-// since, and returns that moment: every call started after it must succeed.
-func (l *load) waitClean(t *testing.T, within, quiet time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		now := time.Now()
-		lastErr := l.lastErr.Load()
-		if now.UnixNano()-lastErr >= quiet.Nanoseconds() && l.lastOK.Load() > lastErr {
-			return now
-		}
-		if now.After(deadline) {
-			t.Fatalf("calls still failing %v later (last failure started %v ago)", within, now.Sub(time.Unix(0, lastErr)))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // checkResults requires every call to be a right decision or sluice.ErrUnavailable, returned within
 // its deadline and slack, and every call started after clean to succeed. It returns the failures.
-func checkResults(t *testing.T, rs []result, timeout, slack time.Duration, clean time.Time) (failures int) {
+func checkResults(t *testing.T, rs []storetest.Result, timeout, slack time.Duration, clean time.Time) (failures int) {
 	t.Helper()
 	var wrong, slow, late []string
 	for _, r := range rs {
 		switch {
-		case r.err != nil:
+		case r.Err != nil:
 			failures++
-			if !errors.Is(r.err, sluice.ErrUnavailable) || strings.Contains(r.err.Error(), "NOSCRIPT") {
-				wrong = append(wrong, r.err.Error())
+			if !errors.Is(r.Err, sluice.ErrUnavailable) || strings.Contains(r.Err.Error(), "NOSCRIPT") {
+				wrong = append(wrong, r.Err.Error())
 			}
-			if r.start.After(clean) {
-				late = append(late, fmt.Sprintf("%v after recovery: %v", r.start.Sub(clean), r.err))
+			if r.Start.After(clean) {
+				late = append(late, fmt.Sprintf("%v after recovery: %v", r.Start.Sub(clean), r.Err))
 			}
-		case !r.d.Allowed || r.d.Limit != loadLimit || r.d.Remaining < 0 || r.d.Remaining >= loadLimit:
-			wrong = append(wrong, fmt.Sprintf("%+v", r.d))
+		case !r.Decision.Allowed || r.Decision.Limit != storetest.LoadLimit || r.Decision.Remaining < 0 || r.Decision.Remaining >= storetest.LoadLimit:
+			wrong = append(wrong, fmt.Sprintf("%+v", r.Decision))
 		}
-		if r.took > timeout+slack {
-			slow = append(slow, fmt.Sprintf("%v at %v: %v", r.took, r.start.Sub(clean), r.err))
+		if r.Took > timeout+slack {
+			slow = append(slow, fmt.Sprintf("%v at %v: %v", r.Took, r.Start.Sub(clean), r.Err))
 		}
 	}
 	for _, bad := range []struct {
@@ -158,7 +68,7 @@ func warm(t *testing.T, s sluice.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := s.Check(ctx, 0, loadPolicy, "warm", 1); err != nil {
+	if _, err := s.Check(ctx, 0, storetest.LoadPolicy, "warm", 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -170,16 +80,16 @@ func TestRedisRestartUnderLoad(t *testing.T) {
 	warm(t, s)
 	base := runtime.NumGoroutine()
 
-	l := startLoad(t, s, 32, timeout)
-	l.waitClean(t, 5*time.Second, 0)
+	l := storetest.StartLoad(t, s, 32, timeout)
+	l.WaitClean(t, 5*time.Second, 0)
 	srv.Kill()
 	time.Sleep(time.Second) // the outage lasts a second under load
 	// The restarted Redis holds no scripts: the store must reload them (NOSCRIPT) unseen.
 	srv.Start()
 	started := time.Now()
-	clean := l.waitClean(t, 3*time.Second, timeout+slack)
+	clean := l.WaitClean(t, 3*time.Second, timeout+slack)
 	time.Sleep(time.Second) // a second of load after recovery
-	rs := l.stop()
+	rs := l.Stop()
 
 	failures := checkResults(t, rs, timeout, slack, clean)
 	t.Logf("%d calls, %d failed; clean %v after the restart", len(rs), failures, clean.Sub(started))
@@ -220,27 +130,27 @@ func TestSlowRedisIsBounded(t *testing.T) {
 	warm(t, s)
 	base := runtime.NumGoroutine()
 
-	l := startLoad(t, s, 32, timeout)
-	l.waitClean(t, 5*time.Second, 0)
+	l := storetest.StartLoad(t, s, 32, timeout)
+	l.WaitClean(t, 5*time.Second, 0)
 	woke := sleepRedis(t, srv.Addr(), pause)
 	asleep := time.Now()
 	if err := <-woke; err != nil {
 		t.Fatal(err)
 	}
 	awake := time.Now()
-	clean := l.waitClean(t, 2*time.Second, 2*timeout)
-	rs := l.stop()
+	clean := l.WaitClean(t, 2*time.Second, 2*timeout)
+	rs := l.Stop()
 
 	// Redis slept from before asleep until shortly (margin) before its reply to DEBUG reached us: a
 	// call that started and had to end within that span cannot have been answered.
 	const margin = 100 * time.Millisecond
 	failures, during, slowest := checkResults(t, rs, timeout, slack, clean), 0, time.Duration(0)
 	for _, r := range rs {
-		slowest = max(slowest, r.took)
-		if r.start.After(asleep) && r.start.Add(timeout).Before(awake.Add(-margin)) {
+		slowest = max(slowest, r.Took)
+		if r.Start.After(asleep) && r.Start.Add(timeout).Before(awake.Add(-margin)) {
 			during++
-			if r.err == nil {
-				t.Errorf("a call started %v before Redis woke was answered: %+v", awake.Sub(r.start), r.d)
+			if r.Err == nil {
+				t.Errorf("a call started %v before Redis woke was answered: %+v", awake.Sub(r.Start), r.Decision)
 			}
 		}
 	}
@@ -268,7 +178,7 @@ func TestHungRedisRedialIsBounded(t *testing.T) {
 		timeout := time.Duration(20+i%100*20) * time.Microsecond // 20 µs to 2 ms
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		start := time.Now()
-		_, err := s.Check(ctx, 0, loadPolicy, "k", 1)
+		_, err := s.Check(ctx, 0, storetest.LoadPolicy, "k", 1)
 		took := time.Since(start)
 		cancel()
 		if !errors.Is(err, sluice.ErrUnavailable) || took > timeout+slack {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storetest"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -36,13 +38,13 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("%d of 3 checks admitted before the failover", got)
 	}
 
-	l := startLoad(t, s, 20, timeout)
-	l.waitClean(t, 5*time.Second, 0)
+	l := storetest.StartLoad(t, s, 20, timeout)
+	l.WaitClean(t, 5*time.Second, 0)
 	sn.Failover(t)
 	switched := time.Now()
-	clean := l.waitClean(t, 5*time.Second, timeout+slack)
+	clean := l.WaitClean(t, 5*time.Second, timeout+slack)
 	time.Sleep(time.Until(switched.Add(2 * time.Second))) // load until 2 s after the switch
-	rs := l.stop()
+	rs := l.Stop()
 	failures := checkResults(t, rs, timeout, slack, clean)
 	t.Logf("%d calls, %d failed during the switch; clean %v after it", len(rs), failures, clean.Sub(switched))
 
