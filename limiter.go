@@ -129,13 +129,13 @@ func (l *Limiter) Stats(name string) (Stats, bool) {
 }
 
 // Check consumes cost for key under the named policy, from all of its limits or from none.
-func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (Decision, error) {
-	e, err := l.lookup(policy, key, cost)
-	if err != nil {
+func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (d Decision, err error) {
+	e, ok := l.reg.Load().find(policy)
+	if !ok || cost < 1 || cost > e.policy.maxCost || key == "" || len(key) > MaxKeyLen {
+		_, err = l.lookup(policy, key, cost)
 		return Decision{}, err
 	}
-	d, err := l.store.Check(ctx, NowFrom(ctx), e.policy, key, cost)
-	if err != nil {
+	if d, err = l.store.Check(ctx, NowFrom(ctx), e.policy, key, cost); err != nil {
 		return Decision{}, err
 	}
 	e.count(d.Allowed)

@@ -1,13 +1,17 @@
 package algo
 
-import "github.com/sluicehq/sluice"
+import (
+	"math"
+
+	"github.com/sluicehq/sluice"
+)
 
 // FixedWindow decides for sluice.FixedWindow: a key may spend limit units in each window (of
 // windowMs aligned to the epoch, or a calendar day or month), and its count starts over when a new
 // window begins.
 type FixedWindow struct {
-	limit float64
-	s     sluice.FixedWindow
+	limit, window float64 // window is 0 for a calendar window
+	s             sluice.FixedWindow
 }
 
 // FixedWindowState is a key's count in the window starting at Start (epoch ms). The zero value is a
@@ -16,12 +20,21 @@ type FixedWindowState struct{ Start, Count float64 }
 
 // NewFixedWindow prepares a validated sluice.FixedWindow.
 func NewFixedWindow(s sluice.FixedWindow) *FixedWindow {
-	return &FixedWindow{limit: s.Limit, s: s}
+	f := &FixedWindow{limit: s.Limit, s: s}
+	if s.Calendar == "" {
+		f.window = s.WindowMs
+	}
+	return f
 }
 
 // count returns the bounds of now's window and what the key has spent in it.
 func (f *FixedWindow) count(s FixedWindowState, now int64) (start, end, count float64) {
-	start, end = f.s.Bounds(now)
+	if f.window > 0 { // s.Bounds, without copying s on the hot path
+		start = math.Floor(float64(now)/f.window) * f.window
+		end = start + f.window
+	} else {
+		start, end = f.s.Bounds(now)
+	}
 	if s.Start != start {
 		return start, end, 0
 	}
@@ -30,11 +43,20 @@ func (f *FixedWindow) count(s FixedWindowState, now int64) (start, end, count fl
 
 // Check spends cost at now if the window has room for it.
 func (f *FixedWindow) Check(s FixedWindowState, now, cost int64) (FixedWindowState, sluice.Decision) {
+	var d sluice.Decision
+	s = f.CheckTo(s, now, cost, &d)
+	return s, d
+}
+
+// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
+func (f *FixedWindow) CheckTo(s FixedWindowState, now, cost int64, d *sluice.Decision) FixedWindowState {
 	start, resetAt, count := f.count(s, now)
 	if c := count + float64(cost); c <= f.limit {
-		return FixedWindowState{Start: start, Count: c}, allow(int64(f.limit), int64(f.limit-c), int64(resetAt))
+		*d = allow(int64(f.limit), int64(f.limit-c), int64(resetAt))
+		return FixedWindowState{Start: start, Count: c}
 	}
-	return s, deny(int64(f.limit), int64(f.limit-count), int64(resetAt), ceil(resetAt-float64(now)))
+	*d = deny(int64(f.limit), int64(f.limit-count), int64(resetAt), ceil(resetAt-float64(now)))
+	return s
 }
 
 // Peek reports the state at now without changing it.

@@ -22,14 +22,23 @@ func NewGCRA(s sluice.GCRA) *GCRA {
 
 // Check admits cost at now if the headroom allows, moving the TAT forward.
 func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) {
+	var d sluice.Decision
+	s = g.CheckTo(s, now, cost, &d)
+	return s, d
+}
+
+// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
+func (g *GCRA) CheckTo(s GCRAState, now, cost int64, d *sluice.Decision) GCRAState {
 	n := float64(now)
 	tat := atLeast(s.TAT, n)
 	newTAT := tat + float64(g.t*float64(cost))
 	allowAt := newTAT - g.tau
 	if n < allowAt {
-		return s, deny(g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+		*d = deny(g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+		return s
 	}
-	return GCRAState{TAT: newTAT}, allow(g.limit, floor((g.tau-(newTAT-n))/g.t), ceil(newTAT))
+	*d = allow(g.limit, floor((g.tau-(newTAT-n))/g.t), ceil(newTAT))
+	return GCRAState{TAT: newTAT}
 }
 
 // Peek reports the state at now without changing it.

@@ -87,6 +87,13 @@ func (sw *SlidingWindow) retryAfter(v view, n, cost float64) int64 {
 // Check spends cost at now if the estimated count leaves room for it.
 // The returned state may share memory with st.
 func (sw *SlidingWindow) Check(st SlidingWindowState, now, cost int64) (SlidingWindowState, sluice.Decision) {
+	var d sluice.Decision
+	st = sw.CheckTo(st, now, cost, &d)
+	return st, d
+}
+
+// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
+func (sw *SlidingWindow) CheckTo(st SlidingWindowState, now, cost int64, d *sluice.Decision) SlidingWindowState {
 	n, c := float64(now), float64(cost)
 	v := sw.view(st, n)
 	if projected := v.estimate + c; projected <= sw.limit {
@@ -94,9 +101,11 @@ func (sw *SlidingWindow) Check(st SlidingWindowState, now, cost int64) (SlidingW
 			st.Buckets = make([]Bucket, sw.s+1)
 		}
 		st.Buckets[sw.slot(v.c)] = Bucket{Index: v.c, Count: sw.get(st, v.c) + c}
-		return st, allow(int64(sw.limit), floor(sw.limit-projected), sw.resetAt(v.c))
+		*d = allow(int64(sw.limit), floor(sw.limit-projected), sw.resetAt(v.c))
+		return st
 	}
-	return st, deny(int64(sw.limit), floor(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
+	*d = deny(int64(sw.limit), floor(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
+	return st
 }
 
 // newest is the newest bucket with a count that still counts at v (or later), or false if none.

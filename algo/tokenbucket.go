@@ -37,13 +37,22 @@ func (b *TokenBucket) fullAt(now int64, tokens float64) int64 {
 
 // Check spends cost tokens at now if the bucket holds them.
 func (b *TokenBucket) Check(s TokenBucketState, now, cost int64) (TokenBucketState, sluice.Decision) {
+	var d sluice.Decision
+	s = b.CheckTo(s, now, cost, &d)
+	return s, d
+}
+
+// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
+func (b *TokenBucket) CheckTo(s TokenBucketState, now, cost int64, d *sluice.Decision) TokenBucketState {
 	tokens := b.tokens(s, float64(now))
 	c := float64(cost)
 	if tokens >= c {
 		left := tokens - c
-		return TokenBucketState{Tokens: left, Last: now}, allow(b.limit, floor(left), b.fullAt(now, left))
+		*d = allow(b.limit, floor(left), b.fullAt(now, left))
+		return TokenBucketState{Tokens: left, Last: now}
 	}
-	return s, deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
+	*d = deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
+	return s
 }
 
 // Peek reports the state at now without changing it.

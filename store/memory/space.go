@@ -31,6 +31,8 @@ type part interface {
 	len() int
 	// id is unique in the store; multi-key steps lock parts in the order of their ids.
 	id() uint64
+	// strategy is the part's algo strategy, such as *algo.GCRA.
+	strategy() any
 	// hold locks key's slot for a multi-key step without ever blocking while other slots are held:
 	// it reports ok false when the caller must release what it holds and call prepare first.
 	hold(h uint64, key string) (held, bool)
@@ -80,29 +82,14 @@ func newSpace[S any](alg algorithm[S], st *Store) *space[S] {
 
 func (sp *space[S]) id() uint64 { return sp.ident }
 
+func (sp *space[S]) strategy() any { return sp.alg }
+
 func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
 
+// check decides through the strategy's interface, with the slot locked. Store.check decides the
+// strategies whose state is inline in the slot without it.
 func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Decision {
 	t := sp.shard(h)
-	if t.word {
-		// One compare-and-swap, retried if another check changed the state first.
-		if s, _ := t.arr.Load().find(h, key); s != nil {
-			for i := 0; ; i++ {
-				old, ok := t.read(s)
-				if !ok {
-					if !s.isLive() {
-						break // moved or deleted: look again below
-					}
-					spin(i)
-					continue
-				}
-				next, d := sp.alg.Check(old, now, cost)
-				if t.swap(s, old, next) {
-					return d
-				}
-			}
-		}
-	}
 	s, v := t.get(h, key, true)
 	v, d := sp.alg.Check(v, now, cost)
 	t.unlock(s, v)
