@@ -304,17 +304,17 @@ func BenchmarkManyKeys(b *testing.B) {
 
 // BenchmarkStatePerKey measures the heap each key's state takes with 1M keys, reported as B/key.
 // One op fills a fresh store with 1M keys (one check each): the live heap after a full GC, less
-// the live heap before it (the keys themselves were generated before), divided by 1M. The store's
-// own copies of the keys are not counted: for sluice, which copies every key, heapCostF(16) = 16
-// bytes a key is subtracted (16 bytes is a size class, so the copy is not rounded up; TestHeapCost
-// checks it). The peers keep the caller's strings, which were on the heap before, so nothing is
-// subtracted for them; their string headers in the map are state and stay counted.
+// the live heap before it (the keys themselves were generated before), divided by 1M. The keys'
+// bytes are not counted: sluice holds a key of up to 16 bytes in its slot, so keyLen (16) bytes a
+// key are subtracted for it (the slots left empty by the table's load stay counted). The peers keep
+// the caller's strings, which were on the heap before, so nothing is subtracted for them; their
+// string headers in the map are state and stay counted.
 // The result does not depend on GOMAXPROCS: with -cpu 1,2 the runs at 2 are more samples.
 func BenchmarkStatePerKey(b *testing.B) {
 	ks := manyKeys()
 	for _, sc := range keyStrategies {
 		b.Run("sluice-"+sc.name, func(b *testing.B) {
-			statePerKey(b, heapCostF(keyLen), func() func() {
+			statePerKey(b, keyLen, func() func() {
 				lim, st := newSluice(b, sc.strategy, memory.Config{SweepInterval: -1})
 				for _, k := range ks {
 					if _, err := lim.Check(ctx, "p", k, 1); err != nil {
@@ -360,10 +360,10 @@ func BenchmarkStatePerKey(b *testing.B) {
 }
 
 // statePerKey runs fill b.N times, each time measuring the live heap before it and after it, and
-// reports the mean growth per key less keyCopy, the bytes of each key's copy. fill returns a
+// reports the mean growth per key less keyBytes, the bytes of each key itself. fill returns a
 // function that releases what it built; it is called only after the heap was measured, so what
 // fill built is alive when it is.
-func statePerKey(b *testing.B, keyCopy float64, fill func() (release func())) {
+func statePerKey(b *testing.B, keyBytes float64, fill func() (release func())) {
 	b.ReportAllocs()
 	var sum float64
 	b.ResetTimer()
@@ -375,7 +375,7 @@ func statePerKey(b *testing.B, keyCopy float64, fill func() (release func())) {
 		b.StopTimer()
 		after := heapAlloc()
 		release()
-		sum += float64(int64(after)-int64(before))/numKeys - keyCopy
+		sum += float64(int64(after)-int64(before))/numKeys - keyBytes
 		b.StartTimer()
 	}
 	b.StopTimer()

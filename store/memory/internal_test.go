@@ -3,10 +3,10 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -65,19 +65,13 @@ func keysOfShard(s *Store, n int) []string {
 	return out
 }
 
-// slotKey is the key held by a live slot.
-func slotKey[S any](sl *slot[S]) string {
-	n := int(sl.meta.Load() >> lenShift & lenMask)
-	return string(unsafe.String((*byte)(sl.key), n))
-}
-
 // liveKeys lists the keys of t in slot order.
 func liveKeys[S any](t *table[S]) []string {
 	var out []string
 	a := t.arr.Load()
 	for i := range a.slots {
 		if a.slots[i].isLive() {
-			out = append(out, slotKey(&a.slots[i]))
+			out = append(out, a.keyOf(&a.slots[i]))
 		}
 	}
 	return out
@@ -101,7 +95,7 @@ func nextVictim[S any](t *table[S]) string {
 		} else if sl.meta.Load()&locked != 0 {
 			continue
 		}
-		return slotKey(sl)
+		return a.keyOf(sl)
 	}
 	return ""
 }
@@ -396,5 +390,98 @@ func TestClockTickerStopsAndRestarts(t *testing.T) {
 			t.Fatal("the restarted ticker does not advance the clock")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestKeysInlineAndLong tells apart keys of every length around the inline limit: keys that differ
+// only in a byte the packing of 8 to 16 bytes overlaps, only past a long key's 8-byte prefix, or
+// only in length. Each key is spent once under a limit of 1, so a key mistaken for another shows
+// as a denial; the tables are rebuilt as they grow, and a sweep and a reset follow.
+func TestKeysInlineAndLong(t *testing.T) {
+	at := internalT0
+	s := testStore(t, Config{Now: func() int64 { return at }})
+	p := sluice.MustPolicy("keys", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 60_000}})
+	var keys []string
+	for n := 1; n <= 40; n++ {
+		base := []byte(fmt.Sprintf("%040d", n))[:n]
+		for _, i := range []int{0, n / 2, n - 1} {
+			for _, c := range []byte("abc") {
+				k := append([]byte(nil), base...)
+				k[i] = c
+				keys = append(keys, string(k))
+			}
+		}
+	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	for round, want := range []bool{true, false} {
+		for _, k := range keys {
+			if d, _ := s.Check(ctx0, 0, p, k, 1); d.Allowed != want {
+				t.Fatalf("round %d: check of %q allowed=%v, want %v", round, k, d.Allowed, want)
+			}
+		}
+	}
+	sp := s.partsOf(p)[0].(*space[algo.FixedWindowState])
+	var held []string
+	for i := range sp.shards {
+		held = append(held, liveKeys(&sp.shards[i])...)
+	}
+	slices.Sort(held)
+	if !slices.Equal(held, keys) {
+		t.Fatalf("the tables hold %d keys, want the %d checked", len(held), len(keys))
+	}
+
+	// Half the keys go (reset), the rest stay spent; a sweep at the next window drops them all.
+	for i, k := range keys {
+		if i%2 == 0 {
+			_ = s.Reset(ctx0, p, k)
+		}
+	}
+	for i, k := range keys {
+		if d, _ := s.Check(ctx0, 0, p, k, 1); d.Allowed != (i%2 == 0) {
+			t.Fatalf("after resets: check of %q allowed=%v, want %v", k, d.Allowed, i%2 == 0)
+		}
+	}
+	at += 60_000
+	s.Sweep()
+	if s.Len() != 0 {
+		t.Fatalf("after the sweep: %d keys, want 0", s.Len())
+	}
+	for _, k := range keys {
+		if d, _ := s.Check(ctx0, 0, p, k, 1); !d.Allowed {
+			t.Fatalf("after the sweep: check of %q denied", k)
+		}
+	}
+}
+
+// TestKeyCompare checks that a lookup compares every byte of a key, not only its hash: keys of
+// one length filed under one forced hash are each found as themselves.
+func TestKeyCompare(t *testing.T) {
+	s := testStore(t, Config{})
+	var tbl table[algo.GCRAState]
+	tbl.init(s, func(algo.GCRAState, int64) bool { return false })
+	const h = 0x1234_5678_9abc_def0
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 40} {
+		base := []byte(fmt.Sprintf("%040d", 0))[:n]
+		var keys []string
+		for _, i := range []int{0, n / 2, n - 1} { // first byte, a middle one, the last
+			k := append([]byte(nil), base...)
+			k[i] = 'x'
+			keys = append(keys, string(k))
+		}
+		keys = slices.Compact(keys)
+		for _, k := range keys {
+			sl, v := tbl.get(h, k, true)
+			tbl.unlock(sl, v)
+		}
+		a := tbl.arr.Load()
+		for _, k := range keys {
+			sl, _ := a.find(h, k)
+			if sl == nil || a.keyOf(sl) != k {
+				t.Fatalf("%d-byte key %q: found %v", n, k, sl)
+			}
+		}
+		if sl, _ := a.find(h, string(base)); sl != nil {
+			t.Fatalf("%d-byte key %q, never inserted, found as %q", n, base, a.keyOf(sl))
+		}
 	}
 }

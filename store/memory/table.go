@@ -1,14 +1,18 @@
 package memory
 
 import (
+	"encoding/binary"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
 // A table is one shard of a keyspace: an open-addressing hash table with linear probing whose slots
-// hold the key and its state inline, so a key costs one slot and no allocation of its own.
+// hold the key and its state inline, so a key of up to 16 bytes costs one slot and no allocation of
+// its own, and a lookup reads one cache line. A longer key is kept in the array's list of long keys,
+// which its slot indexes.
 //
 // Lookups take no lock, and each slot is locked on its own, so checks on different keys never
 // contend. The mutex is taken only to insert a key, to delete one and to rebuild the slot array.
@@ -39,11 +43,19 @@ type table[S any] struct {
 	cursor int
 }
 
-type array[S any] struct{ slots []slot[S] }
+// array is one generation of a table's slots. An entry of longs is written once, before the slot
+// that indexes it is published, and never again while the array is in use, so lookups read it
+// without a lock; the entries of deleted keys stay until the next rebuild.
+type array[S any] struct {
+	slots []slot[S]
+	longs []string // long keys; cap is the room, grown by rebuilding
+}
 
 type slot[S any] struct {
-	meta  atomic.Uint64
-	key   unsafe.Pointer // the key's bytes; its length is in meta
+	meta atomic.Uint64
+	// key is the key packed by words; for a long key (over inlineKey bytes), its first 8 bytes and
+	// its index in longs. The key's length is in meta.
+	key   [2]uint64
 	state S
 }
 
@@ -63,6 +75,8 @@ const (
 	frozen = 0x7ff8_dead_beef_0001
 
 	minSlots = 8
+	// inlineKey is the longest key a slot holds inline.
+	inlineKey = 16
 	// A table is rebuilt when live and dead slots pass maxLoad of it, to a size that puts the live
 	// ones at newLoad: it grows by 1.25 at a time, so slots stay 70 to 87.5% full, which keeps a
 	// two-word state (a 32-byte slot) at 37 to 46 bytes a key, the table's overhead included.
@@ -73,15 +87,58 @@ const (
 func (t *table[S]) init(st *Store, idle func(S, int64) bool) {
 	t.word = unsafe.Sizeof(*new(S)) == 8
 	t.store, t.idle = st, idle
-	t.rebuild(0)
+	t.rebuild(0, false)
 }
 
 func metaOf(h uint64, keyLen int) uint64 {
 	return h>>tagShift<<tagShift | uint64(keyLen)<<lenShift | live
 }
 
-func (s *slot[S]) keyIs(key string) bool {
-	return unsafe.String((*byte)(s.key), len(key)) == key
+// words packs key as a slot holds it. With the key's length, which meta holds, the packing
+// determines every byte: a key of 8 to 16 bytes is its first and its last 8 bytes (overlapping below
+// 16), one of 4 to 7 its first and last 4, a shorter one its first, middle and last byte. A longer
+// key is its first 8 bytes and 0, the index in longs to be filled in.
+func words(key string) [2]uint64 {
+	b := unsafe.Slice(unsafe.StringData(key), len(key))
+	switch n := len(b); {
+	case n > inlineKey:
+		return [2]uint64{binary.LittleEndian.Uint64(b), 0}
+	case n >= 8:
+		return [2]uint64{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])}
+	case n >= 4:
+		return [2]uint64{uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32, 0}
+	case n > 0:
+		return [2]uint64{uint64(b[0]) | uint64(b[n/2])<<8 | uint64(b[n-1])<<16, 0}
+	}
+	return [2]uint64{}
+}
+
+// keyIs reports whether the live slot s holds key, packed as w.
+func (a *array[S]) keyIs(s *slot[S], key string, w [2]uint64) bool {
+	if len(key) <= inlineKey {
+		return s.key == w
+	}
+	return s.key[0] == w[0] && a.longs[s.key[1]] == key
+}
+
+// keyOf returns the key of the live slot s.
+func (a *array[S]) keyOf(s *slot[S]) string {
+	n := int(s.meta.Load() >> lenShift & lenMask)
+	if n > inlineKey {
+		return a.longs[s.key[1]]
+	}
+	var b [inlineKey]byte
+	switch w := s.key; {
+	case n >= 8:
+		binary.LittleEndian.PutUint64(b[n-8:], w[1])
+		binary.LittleEndian.PutUint64(b[:], w[0])
+	case n >= 4:
+		binary.LittleEndian.PutUint32(b[n-4:], uint32(w[0]>>32))
+		binary.LittleEndian.PutUint32(b[:], uint32(w[0]))
+	case n > 0:
+		b[0], b[n/2], b[n-1] = byte(w[0]), byte(w[0]>>8), byte(w[0]>>16)
+	}
+	return string(b[:n])
 }
 
 func (s *slot[S]) word() *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&s.state)) }
@@ -97,7 +154,7 @@ func (a *array[S]) start(h uint64) int {
 // find returns the live slot holding key, or nil. retry is true when it met a moved slot: a rebuild
 // is under way and the caller must wait for it.
 func (a *array[S]) find(h uint64, key string) (s *slot[S], retry bool) {
-	want := metaOf(h, len(key))
+	want, w := metaOf(h, len(key)), words(key)
 	n := len(a.slots)
 	for i := a.start(h); ; {
 		s := &a.slots[i]
@@ -108,7 +165,7 @@ func (a *array[S]) find(h uint64, key string) (s *slot[S], retry bool) {
 		case moved:
 			return nil, true
 		case live:
-			if m&^locked == want && s.keyIs(key) {
+			if m&^locked == want && a.keyIs(s, key, w) {
 				return s, false
 			}
 		}
@@ -217,8 +274,8 @@ func (t *table[S]) insert(h uint64, key string) *slot[S] {
 	if s, _ := a.find(h, key); s != nil {
 		return nil
 	}
-	if float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
-		a = t.rebuild(t.live + 1)
+	if !a.room(t, key) {
+		a = t.rebuild(t.live+1, len(key) > inlineKey)
 	}
 	return t.place(a, h, key)
 }
@@ -232,10 +289,18 @@ func (t *table[S]) tryInsert(h uint64, key string) *slot[S] {
 	}
 	defer t.mu.Unlock()
 	a := t.arr.Load()
-	if s, _ := a.find(h, key); s != nil || float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
+	if s, _ := a.find(h, key); s != nil || !a.room(t, key) {
 		return nil
 	}
 	return t.place(a, h, key)
+}
+
+// room reports whether a holds one more key without a rebuild. The caller holds the mutex.
+func (a *array[S]) room(t *table[S], key string) bool {
+	if float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
+		return false
+	}
+	return len(key) <= inlineKey || len(a.longs) < cap(a.longs)
 }
 
 // place puts key, locked, in the first empty slot of its probe sequence. The caller holds the
@@ -245,7 +310,11 @@ func (t *table[S]) place(a *array[S], h uint64, key string) *slot[S] {
 		t.evict()
 	}
 	s := a.empty(h)
-	s.key = unsafe.Pointer(unsafe.StringData(cloneKey(key)))
+	s.key = words(key)
+	if len(key) > inlineKey {
+		s.key[1] = uint64(len(a.longs))
+		a.longs = append(a.longs, strings.Clone(key))
+	}
 	m := metaOf(h, len(key))
 	if t.word {
 		s.word().Store(frozen)
@@ -270,17 +339,27 @@ func (a *array[S]) empty(h uint64) *slot[S] {
 	return &a.slots[i]
 }
 
-func cloneKey(key string) string {
-	b := make([]byte, len(key))
-	copy(b, key)
-	return unsafe.String(&b[0], len(b))
-}
-
 // rebuild copies the live slots into a new array sized for want live keys and publishes it; an
-// empty table keeps a single empty slot. The caller holds the mutex.
-func (t *table[S]) rebuild(want int) *array[S] {
+// empty table keeps a single empty slot. The new array has room for twice the long keys held, and
+// for 4 more if long is set (the caller is inserting one). The caller holds the mutex.
+func (t *table[S]) rebuild(want int, long bool) *array[S] {
+	old := t.arr.Load()
+	longs := 0
+	if old != nil {
+		for i := range old.slots {
+			if m := old.slots[i].meta.Load(); m&kindMask == live && m>>lenShift&lenMask > inlineKey {
+				longs++
+			}
+		}
+	}
+	if long {
+		longs += 2
+	}
 	next := &array[S]{slots: make([]slot[S], sizeFor(want))}
-	if old := t.arr.Load(); old != nil {
+	if longs > 0 {
+		next.longs = make([]string, 0, 2*longs)
+	}
+	if old != nil {
 		for i := range old.slots {
 			s := &old.slots[i]
 			v, ok := t.lock(s)
@@ -290,6 +369,10 @@ func (t *table[S]) rebuild(want int) *array[S] {
 			m := s.meta.Load() &^ locked
 			d := next.empty(m)
 			d.key, d.state = s.key, v
+			if m>>lenShift&lenMask > inlineKey {
+				d.key[1] = uint64(len(next.longs))
+				next.longs = append(next.longs, old.longs[s.key[1]])
+			}
 			d.meta.Store(m)
 			t.retire(s, moved)
 		}
@@ -336,7 +419,7 @@ func (t *table[S]) sweep(now int64) {
 		}
 	}
 	if n := len(a.slots); t.dead > n/4 || sizeFor(t.live) <= n/2 {
-		t.rebuild(t.live)
+		t.rebuild(t.live, false)
 	}
 }
 
