@@ -170,6 +170,22 @@ func ExampleLimiter_Refund() {
 	// settled, remaining: 880
 }
 
+// Settle ends a reservation with the real count: an answer longer than its estimate leaves the
+// tenant in debt, and its next call waits until the tokens have refilled.
+func ExampleLimiter_Settle() {
+	store := memory.New(memory.Config{})
+	defer store.Close()
+	lim, _ := sluice.New(store, sluice.MustPolicy("tpm", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1000.0 / 60}}))
+	ctx := sluice.WithNow(context.Background(), exampleNow)
+
+	lim.Check(ctx, "tpm", "tenant-a", 300)         // reserve the estimate
+	lim.Settle(ctx, "tpm", "tenant-a", 300, 1_200) // the answer took 1200 tokens
+	d, _ := lim.Check(ctx, "tpm", "tenant-a", 100)
+	fmt.Printf("allowed=%v retryAfter=%v\n", d.Allowed, d.RetryAfter())
+	// Output:
+	// allowed=false retryAfter=18s
+}
+
 // Combine folds the decisions of parts checked together: the longest wait binds.
 func ExampleCombine() {
 	d := sluice.Combine([]sluice.Decision{

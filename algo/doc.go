@@ -9,6 +9,12 @@
 // multiply-add with a different rounding. Integer results are converted as Redis converts a Lua
 // number: by truncation.
 //
+// Refund gives units back, never past a limit's ceiling. Debit is its opposite: it charges units as
+// an admitted check of that cost would, but without the test, so a key may go into debt past its
+// limit; its checks are then denied until the limit's own rate has paid the debt back, and
+// retryAfterMs says when. It is the settle step of reserve-then-settle when the work cost more than
+// was reserved (an LLM answer longer than its estimate).
+//
 // Every state type's zero value is a fresh key. States are passed by value; those holding a slice
 // (the sliding windows) may share it with the state returned, so the caller serializes access to
 // each key. Methods on a strategy are safe for concurrent use.

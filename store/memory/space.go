@@ -12,6 +12,7 @@ type algorithm[S any] interface {
 	Peek(s S, now int64) sluice.Decision
 	Forecast(s S, now, cost int64) sluice.Forecast
 	Refund(s S, now, cost int64) S
+	Debit(s S, now, cost int64) S
 	Idle(s S, now int64) bool
 	Clone(s S) S
 }
@@ -26,6 +27,7 @@ type part interface {
 	peek(h uint64, key string, now int64) sluice.Decision
 	forecast(h uint64, key string, now, cost int64) sluice.Forecast
 	refund(h uint64, key string, now, cost int64)
+	debit(h uint64, key string, now, cost int64)
 	reset(h uint64, key string)
 	sweep(now int64)
 	len() int
@@ -124,6 +126,13 @@ func (sp *space[S]) refund(h uint64, key string, now, cost int64) {
 	if s, v := t.get(h, key, false); s != nil {
 		t.unlock(s, sp.alg.Refund(v, now, cost))
 	}
+}
+
+// debit charges cost to key, creating it if absent.
+func (sp *space[S]) debit(h uint64, key string, now, cost int64) {
+	t := sp.shard(h)
+	s, v := t.get(h, key, true)
+	t.unlock(s, sp.alg.Debit(v, now, cost))
 }
 
 func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key) }

@@ -1,0 +1,61 @@
+package sluice
+
+import "context"
+
+// Debiter is a Store that can charge a key past its limit (Limiter.Debit). The memory, Redis and
+// PostgreSQL stores are Debiters.
+type Debiter interface {
+	// Debit charges cost to key under every limit of p that counts cost, whatever the limit: the
+	// key may go into debt, and its checks are then denied until the limit's rate has paid it back.
+	Debit(ctx context.Context, now int64, p *Policy, key string, cost int64) error
+}
+
+// Debit charges cost units to key under the named policy as an admitted check of that cost would,
+// but without the test, so the key may go into debt past its ceiling: its checks are then denied,
+// with a retryAfterMs saying when the limit's own rate will have paid the debt back. Limits that
+// count requests are left alone (the request was counted when it was checked). A cost above the
+// policy's MaxCost is allowed: debt has no ceiling. A store that cannot debit answers
+// ErrUnsupported.
+func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) error {
+	e, err := l.entry(policy)
+	if err != nil {
+		return err
+	}
+	if cost < 1 {
+		return invalid("cost", "must be at least 1, got %d", cost)
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	d, ok := l.store.(Debiter)
+	if !ok {
+		return ErrUnsupported
+	}
+	return d.Debit(ctx, NowFrom(ctx), e.policy, key, cost)
+}
+
+// Settle ends a reservation: a Check of reserved units taken before work whose real cost was
+// unknown (an LLM call whose token count is known only from its answer), now that the work cost
+// actual. Units not used go back (Refund); units used past the reservation are charged (Debit),
+// which may leave the key in debt and delay its next checks. actual may be 0 (the work failed
+// before it cost anything).
+func (l *Limiter) Settle(ctx context.Context, policy, key string, reserved, actual int64) error {
+	switch {
+	case reserved < 1:
+		return invalid("reserved", "must be at least 1, got %d", reserved)
+	case actual < 0:
+		return invalid("actual", "must not be negative, got %d", actual)
+	case actual < reserved:
+		return l.Refund(ctx, policy, key, reserved-actual)
+	case actual > reserved:
+		return l.Debit(ctx, policy, key, actual-reserved)
+	}
+	// Nothing to move, but the policy and key must still be valid.
+	if _, err := l.entry(policy); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return nil
+}
