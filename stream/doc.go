@@ -37,6 +37,19 @@
 //
 // MemoryEngine implements the same Backend in memory, with no durability, for development.
 //
+// # Consumer groups
+//
+// Readers that share the work of following a stream's Windows or Decisions form a group (a
+// name) and use Pull and Ack instead of keeping an offset each. A stream's outputs are split
+// into Partitions by Partition(key), so all items of a key are in one partition; the group keeps
+// a committed offset per partition and at most one lease on it. Pull leases a partition with
+// items after its committed offset to one consumer and returns a batch of them in offset order;
+// Ack commits through an offset of the batch and releases the lease. A lease that expires
+// (LeaseMs, by the database clock for Engine and MemoryConfig.Now for MemoryEngine) hands the
+// batch to the next puller and makes the late Ack ErrLeaseLost, which commits nothing. So
+// delivery is at least once, in order per key while consumers finish within their lease: a
+// consumer must apply a batch before acking it, and apply idempotently.
+//
 // # Errors
 //
 // Invalid input is a *sluice.InvalidError (errors.Is sluice.ErrInvalid) naming the field; a

@@ -13,15 +13,25 @@ import (
 // concurrent use; every call holds one mutex, so each Process is atomic like Engine's
 // transaction. The zero value is not usable; call NewMemory.
 type MemoryEngine struct {
-	mu      sync.Mutex
+	clock func() int64 // for Events with At 0 and lease expiry; set once by NewMemoryWith
+
+	mu      sync.Mutex // guards every field below, so that each call is atomic
 	closed  bool
-	clock   func() int64 // for Events with At 0
 	log     map[string][]logged
 	ids     map[[2]string]bool
 	queries map[string]*memQuery
 	windows map[string][]Window
 	decided map[string][]Decision
+	parts   map[partKey][]int // per stream, kind and partition: indexes into windows or decided
+	groups  map[groupKey]*memGroup
 	seq     int64 // one offset sequence for the log and the outputs, like a bigserial
+}
+
+// MemoryConfig configures a MemoryEngine. The zero value is ready to use.
+type MemoryConfig struct {
+	// Now is the engine's clock in epoch ms: the time of an Event with At 0 and of lease
+	// expiry. Nil means time.Now().UnixMilli(); tests set one they move by hand.
+	Now func() int64
 }
 
 type logged struct {
@@ -37,15 +47,24 @@ type memQuery struct {
 
 var _ Backend = (*MemoryEngine)(nil)
 
-// NewMemory returns an empty MemoryEngine.
-func NewMemory() *MemoryEngine {
+// NewMemory returns an empty MemoryEngine on the system clock.
+func NewMemory() *MemoryEngine { return NewMemoryWith(MemoryConfig{}) }
+
+// NewMemoryWith returns an empty MemoryEngine configured by cfg.
+func NewMemoryWith(cfg MemoryConfig) *MemoryEngine {
+	clock := cfg.Now
+	if clock == nil {
+		clock = func() int64 { return time.Now().UnixMilli() }
+	}
 	return &MemoryEngine{
-		clock:   func() int64 { return time.Now().UnixMilli() },
+		clock:   clock,
 		log:     map[string][]logged{},
 		ids:     map[[2]string]bool{},
 		queries: map[string]*memQuery{},
 		windows: map[string][]Window{},
 		decided: map[string][]Decision{},
+		parts:   map[partKey][]int{},
+		groups:  map[groupKey]*memGroup{},
 	}
 }
 
@@ -146,9 +165,14 @@ func (m *MemoryEngine) Process(ctx context.Context, q Query, now int64, max int)
 	for _, w := range mq.agg.Close(now) {
 		m.seq++
 		w.Offset = m.seq
+		p := Partition(w.Key)
+		wk := partKey{q.Stream, KindWindows, p}
+		m.parts[wk] = append(m.parts[wk], len(m.windows[q.Stream]))
 		m.windows[q.Stream] = append(m.windows[q.Stream], w)
 		if d, ok := gate(w, q.Quota); ok {
 			d.Offset = m.seq
+			dk := partKey{q.Stream, KindDecisions, p}
+			m.parts[dk] = append(m.parts[dk], len(m.decided[q.Stream]))
 			m.decided[q.Stream] = append(m.decided[q.Stream], d)
 		}
 	}

@@ -20,9 +20,18 @@ var migrationFS embed.FS
 // migrateSchema applies the migrations schema lacks, all in one transaction under an advisory
 // lock on the schema's name, so engines starting together apply each one once.
 func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	return migrateSchemaTo(ctx, pool, schema, -1)
+}
+
+// migrateSchemaTo is migrateSchema stopping after migration upto (-1: the last), so that tests
+// can build a schema as an earlier release left it.
+func migrateSchemaTo(ctx context.Context, pool *pgxpool.Pool, schema string, upto int) error {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
 		return err
+	}
+	if upto >= 0 && upto < len(names) {
+		names = names[:upto]
 	}
 	q := pgx.Identifier{schema}.Sanitize()
 	fail := func(err error) error { return unavailable(fmt.Errorf("migrating schema %s: %w", q, err)) }

@@ -31,6 +31,9 @@ type Engine struct {
 	schema string
 	q      string // schema, quoted
 	closed atomic.Bool
+	// skew is added to the database clock in lease arithmetic: tests move it forward to expire
+	// leases without waiting. It is always 0 otherwise.
+	skew atomic.Int64
 }
 
 var _ Backend = (*Engine)(nil)
@@ -101,7 +104,7 @@ func (e *Engine) fail(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrQueryChanged), errors.Is(err, sluice.ErrInvalid):
+	case errors.Is(err, ErrQueryChanged), errors.Is(err, sluice.ErrInvalid), errors.Is(err, ErrLeaseLost):
 		return err
 	case e.closed.Load():
 		return sluice.ErrClosed
@@ -326,9 +329,9 @@ func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed
 	if err := e.lockStream(ctx, tx, "out", q.Stream); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, "INSERT INTO "+e.q+".windows (run, stream, query, key, start, \"end\", count, sum)"+
-		" SELECT $1, $2, $3, k, s, e, c, m FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[]) WITH ORDINALITY AS u(k, s, e, c, m, o) ORDER BY o",
-		run, q.Stream, q.Name, ks, starts, ends, counts, sums); err != nil {
+	if _, err := tx.Exec(ctx, "INSERT INTO "+e.q+".windows (run, stream, query, key, start, \"end\", count, sum, part)"+
+		" SELECT $1, $2, $3, k, s, e, c, m, p FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::smallint[]) WITH ORDINALITY AS u(k, s, e, c, m, p, o) ORDER BY o",
+		run, q.Stream, q.Name, ks, starts, ends, counts, sums, partitions(ks)); err != nil {
 		return err
 	}
 	var over []Window
@@ -341,10 +344,19 @@ func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed
 		return nil
 	}
 	ks, starts, ends, counts, _ = columns(over)
-	_, err := tx.Exec(ctx, "INSERT INTO "+e.q+".decisions (run, stream, query, key, window_start, window_end, count, quota, over_by)"+
-		" SELECT $1, $2, $3, k, s, e, c, $8, c - $8 FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[]) WITH ORDINALITY AS u(k, s, e, c, o) ORDER BY o",
-		run, q.Stream, q.Name, ks, starts, ends, counts, q.Quota)
+	_, err := tx.Exec(ctx, "INSERT INTO "+e.q+".decisions (run, stream, query, key, window_start, window_end, count, quota, over_by, part)"+
+		" SELECT $1, $2, $3, k, s, e, c, $8, c - $8, p FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $9::smallint[]) WITH ORDINALITY AS u(k, s, e, c, p, o) ORDER BY o",
+		run, q.Stream, q.Name, ks, starts, ends, counts, q.Quota, partitions(ks))
 	return err
+}
+
+// partitions is the Partition of each key.
+func partitions(keys []string) []int16 {
+	ps := make([]int16, len(keys))
+	for i, k := range keys {
+		ps[i] = int16(Partition(k))
+	}
+	return ps
 }
 
 func columns(ws []Window) (keys []string, starts, ends, counts, sums []int64) {
@@ -358,14 +370,20 @@ func columns(ws []Window) (keys []string, starts, ends, counts, sums []int64) {
 	return
 }
 
+// The columns of the output tables after "offset", in the order of Window's and Decision's fields.
+const (
+	windowColumns   = "query, stream, key, start, \"end\", count, sum"
+	decisionColumns = "query, stream, key, window_start, window_end, count, quota, over_by"
+)
+
 // Windows implements Backend. limit <= 0 means 1000.
 func (e *Engine) Windows(ctx context.Context, stream string, after int64, limit int) ([]Window, error) {
-	return readOutput[Window](ctx, e, "query, stream, key, start, \"end\", count, sum FROM "+e.q+".windows", stream, after, limit)
+	return readOutput[Window](ctx, e, windowColumns+" FROM "+e.q+".windows", stream, after, limit)
 }
 
 // Decisions implements Backend. limit <= 0 means 1000.
 func (e *Engine) Decisions(ctx context.Context, stream string, after int64, limit int) ([]Decision, error) {
-	return readOutput[Decision](ctx, e, "query, stream, key, window_start, window_end, count, quota, over_by FROM "+e.q+".decisions", stream, after, limit)
+	return readOutput[Decision](ctx, e, decisionColumns+" FROM "+e.q+".decisions", stream, after, limit)
 }
 
 // readOutput reads rows of an output table (columns and table in from, offset first) in order.

@@ -100,6 +100,14 @@ type Backend interface {
 	Decisions(ctx context.Context, stream string, after int64, limit int) ([]Decision, error)
 	// Stats reports a stored query's progress.
 	Stats(ctx context.Context, name string) (Stats, error)
+	// Pull leases to r.Consumer one partition of r.Group's view of the stream's outputs of
+	// r.Kind, one that has items after the group's committed offset and no live lease, and
+	// returns up to r.Limit of those items. With no such partition it returns an empty Batch.
+	Pull(ctx context.Context, r PullRequest) (Batch, error)
+	// Ack commits the partition of lease r.Lease through r.Offset (at most the batch's last
+	// offset; one at or below the committed offset commits nothing) and releases the lease.
+	// An expired or unknown lease is ErrLeaseLost, and commits nothing.
+	Ack(ctx context.Context, r AckRequest) error
 	Close() error
 }
 

@@ -113,3 +113,57 @@ func FuzzDecodeUsage(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodePull feeds any body to the pull decoder: it may not panic, and whatever it accepts
+// encoding/json reads the same way.
+func FuzzDecodePull(f *testing.F) {
+	for _, seed := range []string{
+		`{"group":"g","consumer":"c"}`, `{"group":"g","consumer":"c","limit":10,"leaseMs":60000}`,
+		`{"group":"g","consumer":"c","limit":-1}`, `{"group":"g","consumer":"c","limit":1.5}`,
+		`{"Group":"g","consumer":"c"}`, `{"group":"g","group":"h","consumer":"c"}`, `{"group":null,"consumer":"c"}`,
+		`{"group":"g","consumer":"c","stream":"s"}`, `{"group":"g","consumer":"c"} x`, `[`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodePull(data)
+		if err != nil {
+			return
+		}
+		var want struct {
+			Group    string `json:"group"`
+			Consumer string `json:"consumer"`
+			Limit    int    `json:"limit"`
+			LeaseMs  int64  `json:"leaseMs"`
+		}
+		if json.Unmarshal(data, &want) != nil || req != (stream.PullRequest{Group: want.Group, Consumer: want.Consumer, Limit: want.Limit, LeaseMs: want.LeaseMs}) {
+			t.Fatalf("decodePull(%q) = %+v, encoding/json reads %+v", data, req, want)
+		}
+	})
+}
+
+// FuzzDecodeAck feeds any body to the ack decoder: it may not panic, and whatever it accepts
+// encoding/json reads the same way.
+func FuzzDecodeAck(f *testing.F) {
+	for _, seed := range []string{
+		`{"group":"g","lease":"L","offset":7}`, `{"group":"g","lease":"L"}`, `{"group":"g","lease":"L","offset":-1}`,
+		`{"group":"g","lease":"L","offset":1e3}`, `{"group":"g","lease":7,"offset":7}`, `{"group":"g","lease":"L","offset":7,"kind":"windows"}`,
+		`{"group":"g","lease":"L","offset":7,"offset":8}`, `{"GROUP":"g","lease":"L","offset":7}`, `{"group":"g","lease":"L","offset":7}]`, `{`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeAck(data)
+		if err != nil {
+			return
+		}
+		var want struct {
+			Group  string `json:"group"`
+			Lease  string `json:"lease"`
+			Offset int64  `json:"offset"`
+		}
+		if json.Unmarshal(data, &want) != nil || req != (stream.AckRequest{Group: want.Group, Lease: want.Lease, Offset: want.Offset}) {
+			t.Fatalf("decodeAck(%q) = %+v, encoding/json reads %+v", data, req, want)
+		}
+	})
+}

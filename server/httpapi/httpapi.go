@@ -14,9 +14,12 @@
 //	GET  /v1/streams/{stream}/windows?after=N&limit=M             → {"windows":[…]}
 //	GET  /v1/streams/{stream}/decisions?after=N&limit=M           → {"decisions":[…]}
 //	GET  /v1/streams/{stream}/decisions/watch?after=N             → Server-Sent Events, one per decision
+//	POST /v1/streams/{stream}/{kind}/pull {"group","consumer","limit"?,"leaseMs"?} → {"partition","lease","expiresAt",kind:[…]}
+//	POST /v1/streams/{stream}/{kind}/ack  {"group","lease","offset"}  → {}
 //	GET  /metrics, /healthz, /readyz
 //
-// The stream routes (stream.go) answer 404 unless Options.Streams is set.
+// The stream routes (stream.go) answer 404 unless Options.Streams is set. {kind} is windows or
+// decisions; pull and ack are a consumer group's at-least-once reading (see package stream).
 //
 // A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
 // composite policy adds "deniedBy" (-1 when allowed) and "parts" (one decision per limit), and
@@ -27,7 +30,7 @@
 // Bodies are read strictly: unknown, repeated, null or differently cased members, trailing data,
 // bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400. Errors are
 // {"error","code"}: invalid_argument and too_large 400, unauthorized 401, not_found 404,
-// method_not_allowed 405, internal 500, unimplemented 501, unavailable 503.
+// method_not_allowed 405, lease_lost 409, internal 500, unimplemented 501, unavailable 503.
 package httpapi
 
 import (
@@ -80,6 +83,7 @@ const (
 	CodeUnauthorized     = "unauthorized"
 	CodeTooLarge         = "too_large"
 	CodeMethodNotAllowed = "method_not_allowed"
+	CodeLeaseLost        = "lease_lost"
 )
 
 // ErrorBody is the body of every error answer.
@@ -130,6 +134,8 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("GET", "/v1/streams/{stream}/windows", a.windows, true)
 	route("GET", "/v1/streams/{stream}/decisions", a.decisions, true)
 	route("GET", "/v1/streams/{stream}/decisions/watch", a.watchDecisions, true)
+	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, true)
+	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, true)
 	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, false)
 	route("GET", "/healthz", healthz, false)
 	route("GET", "/readyz", a.readyz, false)
@@ -157,6 +163,9 @@ func statusOf(err error) (int, string, string) {
 	var he *httpError
 	if errors.As(err, &he) {
 		return he.status, he.code, he.msg
+	}
+	if errors.Is(err, stream.ErrLeaseLost) { // a conflict with the consumer that took the batch over
+		return http.StatusConflict, CodeLeaseLost, err.Error()
 	}
 	switch server.CodeOf(err) {
 	case server.CodeInvalid:

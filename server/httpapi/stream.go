@@ -203,3 +203,92 @@ func (a *api) watchDecisions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// decodePull reads the body of a pull: {"group","consumer","limit"?,"leaseMs"?}. The backend
+// checks the values and fills the defaults.
+func decodePull(data []byte) (stream.PullRequest, error) {
+	var req stream.PullRequest
+	err := decodeObject(data, "", []field{
+		{"group", true, "a string", &req.Group},
+		{"consumer", true, "a string", &req.Consumer},
+		{"limit", false, "an integer", &req.Limit},
+		{"leaseMs", false, "an integer (ms)", &req.LeaseMs},
+	})
+	return req, err
+}
+
+// decodeAck reads the body of an ack: {"group","lease","offset"}.
+func decodeAck(data []byte) (stream.AckRequest, error) {
+	var req stream.AckRequest
+	err := decodeObject(data, "", []field{
+		{"group", true, "a string", &req.Group},
+		{"lease", true, "a string", &req.Lease},
+		{"offset", true, "an integer", &req.Offset},
+	})
+	return req, err
+}
+
+// groupPull leases one partition of the stream's {kind} to the body's consumer for its group and
+// answers its batch: {"partition","lease","expiresAt",kind:[...]}. With nothing to lease the
+// lease is "" and the list empty; the consumer pulls again later.
+func (a *api) groupPull(w http.ResponseWriter, r *http.Request) {
+	b := a.streams(w)
+	if b == nil {
+		return
+	}
+	data, err := a.body(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := decodePull(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.Stream, req.Kind = r.PathValue("stream"), stream.Kind(r.PathValue("kind"))
+	batch, err := b.Pull(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := map[string]any{"partition": batch.Partition, "lease": batch.Lease, "expiresAt": batch.ExpiresAt}
+	if req.Kind == stream.KindWindows {
+		out["windows"] = nonNil(batch.Windows)
+	} else {
+		out["decisions"] = nonNil(batch.Decisions)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// groupAck commits a pulled batch of the stream's {kind} through the body's offset and releases
+// its lease: {}. A lease that expired (or was never issued) is 409 lease_lost.
+func (a *api) groupAck(w http.ResponseWriter, r *http.Request) {
+	b := a.streams(w)
+	if b == nil {
+		return
+	}
+	data, err := a.body(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := decodeAck(data)
+	if err == nil {
+		req.Stream, req.Kind = r.PathValue("stream"), stream.Kind(r.PathValue("kind"))
+		err = b.Ack(r.Context(), req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// nonNil makes an empty list encode as [], not null.
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}
