@@ -31,6 +31,7 @@ commands:
   bench        drive a running sluice serve with load over gRPC or HTTP and summarize
   validate     check a config file
   conformance  replay conformance vector files against a store
+  simulate     compare splitting a global limit across regions evenly and by demand
   version      print the sluice and Go versions
   help         print this help
 
@@ -59,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runValidate(args[1:], stdout, stderr)
 	case "conformance":
 		return runConformance(args[1:], stdout, stderr)
+	case "simulate":
+		return runSimulate(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "sluice %s %s\n", moduleVersion(), runtime.Version())
 		return 0

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/region"
+)
+
+// issueExample is the example of the issue that asked for the command.
+var issueExample = []string{"simulate", "regions", "--limit", "900", "--demand", "mumbai=600,frankfurt=200,virginia=100"}
+
+func TestSimulateRegions(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string   // the whole of stdout, when set
+		stderr []string // substrings of stderr
+	}{
+		{
+			name: "the issue's example",
+			args: issueExample,
+			stdout: "mumbai even=300 rebalanced=600\n" +
+				"frankfurt even=300 rebalanced=200\n" +
+				"virginia even=300 rebalanced=100\n" +
+				"served: even=600 rebalanced=900\n",
+		},
+		{
+			name: "order given, floor, spare capacity",
+			args: []string{"simulate", "regions", "--limit", "1000", "--floor", "0.3", "--demand", " zurich = 10 , austin=200,bogota=0"},
+			// base 100 each; 100 more for austin; the 600 left spread 200 each.
+			stdout: "zurich even=333 rebalanced=300\n" +
+				"austin even=334 rebalanced=400\n" +
+				"bogota even=333 rebalanced=300\n" +
+				"served: even=210 rebalanced=210\n",
+		},
+		{
+			name: "no floor",
+			args: []string{"simulate", "regions", "--limit", "10", "--floor", "0", "--demand", "a=10,b=0"},
+			stdout: "a even=5 rebalanced=10\n" +
+				"b even=5 rebalanced=0\n" +
+				"served: even=5 rebalanced=10\n",
+		},
+		{name: "help", args: []string{"simulate", "-h"}, stdout: simulateUsage},
+		{name: "no simulation", args: []string{"simulate"}, code: 2, stderr: []string{"usage: sluice simulate regions"}},
+		{name: "unknown simulation", args: []string{"simulate", "cities"}, code: 2, stderr: []string{`unknown simulation "cities"`}},
+		{name: "no limit", args: []string{"simulate", "regions", "--demand", "a=1"}, code: 2, stderr: []string{"--limit is required"}},
+		{name: "zero limit", args: []string{"simulate", "regions", "--limit", "0", "--demand", "a=1"}, code: 2, stderr: []string{"--limit: must be from 1"}},
+		{name: "limit above 2^53", args: []string{"simulate", "regions", "--limit", "9007199254740993", "--demand", "a=1"}, code: 2, stderr: []string{"--limit"}},
+		{name: "limit not a number", args: []string{"simulate", "regions", "--limit", "lots", "--demand", "a=1"}, code: 2, stderr: []string{"-limit"}},
+		{name: "no demand", args: []string{"simulate", "regions", "--limit", "9"}, code: 2, stderr: []string{"--demand is required"}},
+		{name: "empty demand", args: []string{"simulate", "regions", "--limit", "9", "--demand", ""}, code: 2, stderr: []string{"--demand: no regions"}},
+		{name: "demand without a value", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1,b"}, code: 2, stderr: []string{"--demand: item 2", "REGION=N"}},
+		{name: "negative demand", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=-1"}, code: 2, stderr: []string{"--demand: region a"}},
+		{name: "fractional demand", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1.5"}, code: 2, stderr: []string{"--demand: region a"}},
+		{name: "duplicate region", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1,a=2"}, code: 2, stderr: []string{`--demand: region "a" is given twice`}},
+		{name: "bad region name", args: []string{"simulate", "regions", "--limit", "9", "--demand", "new york=1"}, code: 2, stderr: []string{"--demand: item 1", "letters, digits"}},
+		{name: "empty region name", args: []string{"simulate", "regions", "--limit", "9", "--demand", "=1"}, code: 2, stderr: []string{"--demand: item 1"}},
+		{name: "total demand above 2^53", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=9007199254740992,b=1"}, code: 2, stderr: []string{"--demand: the total"}},
+		{name: "floor of 1", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "1"}, code: 2, stderr: []string{"--floor: must be at least 0 and below 1"}},
+		{name: "negative floor", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "-0.5"}, code: 2, stderr: []string{"--floor"}},
+		{name: "NaN floor", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "NaN"}, code: 2, stderr: []string{"--floor"}},
+		{name: "extra arguments", args: append(issueExample, "now"), code: 2, stderr: []string{`unexpected arguments ["now"]`}},
+		{name: "unknown flag", args: []string{"simulate", "regions", "--regions", "a"}, code: 2, stderr: []string{"-regions"}},
+		{name: "plot into a missing directory", args: append(issueExample, "--plot", filepath.Join(dir, "missing", "p.png")), code: 2, stderr: []string{"--plot:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, &stdout, &stderr); code != tt.code {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout.String(), stderr.String())
+			}
+			if tt.code == 0 && stdout.String() != tt.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", stdout.String(), tt.stdout)
+			}
+			if tt.code != 0 && stdout.Len() > 0 {
+				t.Errorf("stdout on failure:\n%s", stdout.String())
+			}
+			assertContains(t, "stderr", stderr.String(), tt.stderr)
+		})
+	}
+}
+
+func TestSimulateRegionsPlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "regions.png")
+	var stdout, stderr bytes.Buffer
+	if code := run(append(issueExample, "--plot", path), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr.String())
+	}
+	if !strings.HasSuffix(stdout.String(), "served: even=600 rebalanced=900\n") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	assertContains(t, "stderr", stderr.String(), []string{"wrote " + path})
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the plot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != region.PlotWidth || b.Dy() != region.PlotHeight {
+		t.Fatalf("the plot is %dx%d, want %dx%d", b.Dx(), b.Dy(), region.PlotWidth, region.PlotHeight)
+	}
+	// The help promises the size, and a picture that is more than the background.
+	if size := fmt.Sprintf("%dx%d", region.PlotWidth, region.PlotHeight); !strings.Contains(simulateUsage, size) {
+		t.Errorf("the usage does not give the plot's size %s", size)
+	}
+	colors := map[uint32]bool{}
+	for y := 0; y < region.PlotHeight; y += 3 {
+		for x := 0; x < region.PlotWidth; x += 3 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			colors[r>>8<<16|g>>8<<8|b>>8] = true
+		}
+	}
+	if len(colors) < 6 {
+		t.Errorf("the plot holds %d colors, want the regions', the lines' and the text's", len(colors))
+	}
+}
+
+// TestSimulateRegionsBinary runs the built command: its output, and exit status 2 on bad input.
+func TestSimulateRegionsBinary(t *testing.T) {
+	bin := buildSluice(t)
+	out, err := exec.Command(bin, issueExample...).Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	last := lines[len(lines)-1]
+	var even, rebalanced int64
+	if _, err := fmt.Sscanf(last, "served: even=%d rebalanced=%d", &even, &rebalanced); err != nil {
+		t.Fatalf("last line %q: %v", last, err)
+	}
+	if even != 600 || rebalanced < 870 {
+		t.Fatalf("served even=%d rebalanced=%d, want 600 and at least 870", even, rebalanced)
+	}
+	for _, tt := range []struct {
+		flag string
+		args []string
+	}{
+		{"--limit", []string{"simulate", "regions", "--limit", "-1", "--demand", "a=1"}},
+		{"--demand", []string{"simulate", "regions", "--limit", "9", "--demand", "a=x"}},
+		{"--floor", []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "2"}},
+	} {
+		args := tt.args
+		cmd := exec.Command(bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%q: %v, want exit status 2", args, err)
+		}
+		if !strings.Contains(stderr.String(), tt.flag) {
+			t.Errorf("%q: stderr %q does not name %s", args, stderr.String(), tt.flag)
+		}
+	}
+}
+
+func FuzzParseDemand(f *testing.F) {
+	for _, s := range []string{
+		"mumbai=600,frankfurt=200,virginia=100", " a = 1 ,b=2", "a=1,a=2", "a", "=1", "a=-1", "a=1.5",
+		"a=9007199254740992", "a=9007199254740993", "a=1,,b=2", "", "us-east-1=0", "é=1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		regions, demand, err := parseDemand(s)
+		if err != nil {
+			return
+		}
+		if len(regions) == 0 || len(regions) != len(demand) || len(regions) > maxSimRegions {
+			t.Fatalf("%q: %d regions, %d demands", s, len(regions), len(demand))
+		}
+		var total int64
+		parts := make([]string, len(regions))
+		for i, r := range regions {
+			if err := checkRegionName(r); err != nil {
+				t.Fatalf("%q: region %q: %v", s, r, err)
+			}
+			d, ok := demand[r]
+			if !ok || d < 0 || d > 1<<53 {
+				t.Fatalf("%q: region %q has demand %d (%v)", s, r, d, ok)
+			}
+			total += d
+			parts[i] = r + "=" + strconv.FormatInt(d, 10)
+		}
+		if total > 1<<53 {
+			t.Fatalf("%q: total %d", s, total)
+		}
+		// What was accepted reads back the same from its plain form.
+		again, demand2, err := parseDemand(strings.Join(parts, ","))
+		if err != nil || strings.Join(again, ",") != strings.Join(regions, ",") || len(demand2) != len(demand) {
+			t.Fatalf("%q: the plain form %q parses to %q, %v", s, strings.Join(parts, ","), again, err)
+		}
+		for r, d := range demand {
+			if demand2[r] != d {
+				t.Fatalf("%q: region %s: %d then %d", s, r, d, demand2[r])
+			}
+		}
+	})
+}

@@ -1,0 +1,220 @@
+package region
+
+import (
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/sluicehq/sluice/region/internal/raster"
+)
+
+// The size of the picture WritePNG draws, in pixels.
+const (
+	PlotWidth  = 1000
+	PlotHeight = 660
+)
+
+// The picture's layout: two panels on the left sharing the minute axis, the legend on the right.
+const (
+	plotLeft   = 80
+	plotRight  = 720
+	panel1Top  = 70
+	panel1Bot  = 330
+	panel2Top  = 380
+	panel2Bot  = 600
+	legendLeft = 745
+	textScale  = 2
+	lineHeight = (raster.GlyphHeight + 4) * textScale
+)
+
+var (
+	white    = color.RGBA{255, 255, 255, 255}
+	black    = color.RGBA{0, 0, 0, 255}
+	gray     = color.RGBA{128, 128, 128, 255}
+	grid     = color.RGBA{225, 225, 225, 255}
+	rebGreen = color.RGBA{0, 150, 60, 255}
+	// palette colors the regions, in the order given: the usual ten-color chart set, less gray
+	// and green, which mean the even split and the rebalanced total.
+	palette = []color.RGBA{
+		{31, 119, 180, 255}, {255, 127, 14, 255}, {148, 103, 189, 255}, {214, 39, 40, 255},
+		{23, 190, 207, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {188, 189, 34, 255},
+	}
+)
+
+// WritePNG draws the hour as a PlotWidth by PlotHeight PNG.
+//
+// The top panel shows each region in its own color: its demand as a thick line, its rebalanced
+// share as a thin line, and the even share as a gray dashed line. The bottom panel shows the
+// whole fleet: the most any split could serve (demand capped at the limit) in black, what the
+// even split served in gray dashes, and what the rebalanced shares served in thick green. The
+// legend on the right names the regions' colors and the line styles; the x axis is the minute.
+func (s *Simulation) WritePNG(w io.Writer) error {
+	c := raster.New(PlotWidth, PlotHeight, white)
+	c.Text(plotLeft, 10, fmt.Sprintf("LIMIT %d/MIN  FLOOR %g  REBALANCE EVERY %d MIN", s.Limit, s.Floor, s.Every), textScale, black)
+
+	// Top panel: per region.
+	var top int64 = 1
+	for _, m := range s.Minutes {
+		for _, r := range s.Regions {
+			top = max(top, m.Demand[r], m.Rebalanced[r], m.Even[r])
+		}
+	}
+	p1 := panel{c: c, top: panel1Top, bot: panel1Bot, max: niceCeil(top), minutes: len(s.Minutes)}
+	p1.frame("DEMAND AND SHARES PER REGION")
+	// One even line stands for all: even shares differ by at most one unit.
+	p1.series(func(m Minute) int64 { return m.Even[s.Regions[0]] }, s.Minutes, gray, 2, 6)
+	for i, r := range s.Regions {
+		col := palette[i%len(palette)]
+		p1.series(func(m Minute) int64 { return m.Rebalanced[r] }, s.Minutes, col, 1, 0)
+		p1.series(func(m Minute) int64 { return m.Demand[r] }, s.Minutes, col, 3, 0)
+	}
+
+	// Bottom panel: the fleet.
+	servable := func(m Minute) int64 {
+		var d int64
+		for _, v := range m.Demand {
+			d += v
+		}
+		return min(d, s.Limit)
+	}
+	p2 := panel{c: c, top: panel2Top, bot: panel2Bot, max: niceCeil(s.Limit), minutes: len(s.Minutes)}
+	p2.frame("SERVED, ALL REGIONS")
+	p2.series(servable, s.Minutes, black, 1, 0)
+	p2.series(func(m Minute) int64 { return m.ServedEven }, s.Minutes, gray, 2, 6)
+	p2.series(func(m Minute) int64 { return m.ServedRebalanced }, s.Minutes, rebGreen, 3, 0)
+	p2.xAxis()
+
+	// Legend.
+	y := panel1Top
+	for i, r := range s.Regions {
+		c.Fill(image.Rect(legendLeft, y, legendLeft+14, y+14), palette[i%len(palette)])
+		c.Text(legendLeft+22, y, clip(r, 18), textScale, black)
+		y += lineHeight
+	}
+	y += lineHeight / 2
+	for _, k := range []struct {
+		label       string
+		col         color.RGBA
+		width, dash int
+	}{
+		{"DEMAND", black, 3, 0},
+		{"REBALANCED SHARE", black, 1, 0},
+		{"EVEN SHARE", gray, 2, 6},
+	} {
+		c.Line(image.Pt(legendLeft, y+7), image.Pt(legendLeft+16, y+7), k.col, k.width, k.dash)
+		c.Text(legendLeft+22, y, k.label, textScale, black)
+		y += lineHeight
+	}
+	y = panel2Top
+	for _, k := range []struct {
+		label       string
+		col         color.RGBA
+		width, dash int
+	}{
+		{"SERVABLE", black, 1, 0},
+		{"SERVED, EVEN", gray, 2, 6},
+		{"SERVED, REBALANCED", rebGreen, 3, 0},
+	} {
+		c.Line(image.Pt(legendLeft, y+7), image.Pt(legendLeft+16, y+7), k.col, k.width, k.dash)
+		c.Text(legendLeft+22, y, k.label, textScale, black)
+		y += lineHeight
+	}
+	t := s.Totals()
+	y += lineHeight / 2
+	for _, line := range []string{
+		"HOUR SERVED:",
+		fmt.Sprintf("EVEN %s", percent(t.Even, t.Servable)),
+		fmt.Sprintf("REBALANCED %s", percent(t.Rebalanced, t.Servable)),
+		"OF SERVABLE",
+	} {
+		c.Text(legendLeft, y, line, textScale, black)
+		y += lineHeight
+	}
+
+	if err := png.Encode(w, c.Img); err != nil {
+		return fmt.Errorf("region: writing the plot: %w", err)
+	}
+	return nil
+}
+
+// panel is one chart: values from 0 to max on the y axis, minutes on the x axis.
+type panel struct {
+	c        *raster.Canvas
+	top, bot int
+	max      int64
+	minutes  int
+}
+
+func (p panel) x(minute int) int {
+	return plotLeft + minute*(plotRight-plotLeft)/max(p.minutes-1, 1)
+}
+
+func (p panel) y(v int64) int {
+	return p.bot - int(float64(v)/float64(p.max)*float64(p.bot-p.top))
+}
+
+// frame draws the panel's title, grid, y-axis labels and border.
+func (p panel) frame(title string) {
+	p.c.Text(plotLeft, p.top-lineHeight, title, textScale, black)
+	for i := range 5 {
+		v := p.max * int64(i) / 4
+		y := p.y(v)
+		p.c.Line(image.Pt(plotLeft, y), image.Pt(plotRight, y), grid, 1, 0)
+		label := strconv.FormatInt(v, 10)
+		p.c.Text(plotLeft-8-raster.TextWidth(label, textScale), y-raster.GlyphHeight*textScale/2, label, textScale, black)
+	}
+	for m := 0; m < p.minutes; m += 15 {
+		p.c.Line(image.Pt(p.x(m), p.top), image.Pt(p.x(m), p.bot), grid, 1, 0)
+	}
+	p.c.Line(image.Pt(plotLeft, p.bot), image.Pt(plotRight, p.bot), black, 1, 0)
+	p.c.Line(image.Pt(plotLeft, p.top), image.Pt(plotLeft, p.bot), black, 1, 0)
+}
+
+// xAxis labels the minutes under the panel.
+func (p panel) xAxis() {
+	for m := 0; m < p.minutes; m += 15 {
+		label := strconv.Itoa(m)
+		p.c.Text(p.x(m)-raster.TextWidth(label, textScale)/2, p.bot+8, label, textScale, black)
+	}
+	p.c.Text(plotRight-raster.TextWidth("MINUTE", textScale), p.bot+8+lineHeight, "MINUTE", textScale, black)
+}
+
+// series draws one value per minute as a polyline.
+func (p panel) series(value func(Minute) int64, minutes []Minute, col color.RGBA, width, dash int) {
+	pts := make([]image.Point, len(minutes))
+	for i, m := range minutes {
+		pts[i] = image.Pt(p.x(i), p.y(value(m)))
+	}
+	p.c.Polyline(pts, col, width, dash)
+}
+
+// niceCeil is the smallest of 1, 2, 4, 5 or 8 times a power of ten that is at least v: a round
+// top for an axis labelled in quarters.
+func niceCeil(v int64) int64 {
+	for step := int64(1); step <= math.MaxInt64/10; step *= 10 {
+		for _, f := range []int64{1, 2, 4, 5, 8} {
+			if f*step >= v {
+				return f * step
+			}
+		}
+	}
+	return v
+}
+
+func percent(n, of int64) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(of))
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "."
+	}
+	return s
+}

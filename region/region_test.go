@@ -1,0 +1,364 @@
+package region_test
+
+import (
+	"errors"
+	"maps"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/region"
+)
+
+// wantInvalid fails t unless err is a *sluice.InvalidError for field that matches ErrInvalid.
+func wantInvalid(t *testing.T, err error, field string) {
+	t.Helper()
+	var ie *sluice.InvalidError
+	if !errors.As(err, &ie) || !errors.Is(err, sluice.ErrInvalid) {
+		t.Fatalf("error %v, want an *InvalidError for %q", err, field)
+	}
+	if ie.Field != field {
+		t.Fatalf("error names %q (%v), want %q", ie.Field, err, field)
+	}
+}
+
+func TestEven(t *testing.T) {
+	tests := []struct {
+		name    string
+		limit   int64
+		regions []string
+		want    map[string]int64
+		field   string // the InvalidError's field, when an error is wanted
+	}{
+		{name: "divides", limit: 900, regions: []string{"mumbai", "frankfurt", "virginia"},
+			want: map[string]int64{"mumbai": 300, "frankfurt": 300, "virginia": 300}},
+		{name: "remainder to the first in name order", limit: 11, regions: []string{"virginia", "mumbai", "frankfurt"},
+			want: map[string]int64{"frankfurt": 4, "mumbai": 4, "virginia": 3}},
+		{name: "fewer units than regions", limit: 1, regions: []string{"b", "a"},
+			want: map[string]int64{"a": 1, "b": 0}},
+		{name: "one region", limit: math.MaxInt64, regions: []string{"x"}, want: map[string]int64{"x": math.MaxInt64}},
+		{name: "zero limit", limit: 0, regions: []string{"a"}, field: "limit"},
+		{name: "negative limit", limit: -5, regions: []string{"a"}, field: "limit"},
+		{name: "no regions", limit: 10, field: "regions"},
+		{name: "empty name", limit: 10, regions: []string{"a", ""}, field: "regions[1]"},
+		{name: "duplicate", limit: 10, regions: []string{"a", "b", "a"}, field: "regions[2]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := region.Even(tt.limit, tt.regions)
+			if tt.field != "" {
+				wantInvalid(t, err, tt.field)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("Even(%d, %q) = %v, want %v", tt.limit, tt.regions, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestServed(t *testing.T) {
+	demand := map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}
+	tests := []struct {
+		name   string
+		shares map[string]int64
+		demand map[string]int64
+		want   int64
+	}{
+		{name: "even split", shares: map[string]int64{"mumbai": 300, "frankfurt": 300, "virginia": 300}, demand: demand, want: 600},
+		{name: "proportional split", shares: map[string]int64{"mumbai": 570, "frankfurt": 210, "virginia": 120}, demand: demand, want: 870},
+		{name: "exact", shares: demand, demand: demand, want: 900},
+		{name: "region without a share", shares: map[string]int64{"mumbai": 900}, demand: demand, want: 600},
+		{name: "share of a region without demand is lost", shares: map[string]int64{"mumbai": 100, "paris": 800}, demand: demand, want: 100},
+		{name: "negative counts as 0", shares: map[string]int64{"mumbai": -5}, demand: map[string]int64{"mumbai": 10, "frankfurt": -3}, want: 0},
+		{name: "nothing", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := region.Served(tt.shares, tt.demand); got != tt.want {
+				t.Fatalf("Served = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRebalance(t *testing.T) {
+	tests := []struct {
+		name   string
+		limit  int64
+		demand map[string]int64
+		floor  float64
+		want   map[string]int64
+		served int64 // Served(want, demand), as a cross-check of the case
+		field  string
+	}{
+		{
+			// The example: a proportional split of the whole limit gives 570/210/120 and
+			// serves 870.
+			name: "the issue's example", limit: 900, floor: 0.1,
+			demand: map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100},
+			want:   map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}, served: 900,
+		},
+		{
+			// Base 30 each; demand above it (270 + 70) leaves 470, spread 157/157/156.
+			name: "spare capacity spread evenly", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 300, "b": 100, "c": 0},
+			want:   map[string]int64{"a": 457, "b": 257, "c": 186}, served: 400,
+		},
+		{
+			// 810 over the base, asked 970 + 970: halves, and the idle region keeps its base.
+			name: "over the limit: in proportion above the base", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 1000, "b": 1000, "c": 0},
+			want:   map[string]int64{"a": 435, "b": 435, "c": 30}, served: 870,
+		},
+		{
+			name: "over the limit: proportions kept", limit: 1000, floor: 0.1,
+			demand: map[string]int64{"a": 3050, "b": 1050, "c": 50},
+			// base 33, rest 901; need 3017 + 1017 + 17 = 4051: 671.02, 226.19, 3.78 -> 671, 226, 3
+			// and the last unit to c, the largest remainder.
+			want: map[string]int64{"a": 704, "b": 259, "c": 37}, served: 1000,
+		},
+		{
+			name: "demand under the base is served by the base", limit: 900, floor: 0.3,
+			demand: map[string]int64{"a": 2000, "b": 10},
+			// base 135; b needs nothing more, a gets the rest.
+			want: map[string]int64{"a": 765, "b": 135}, served: 775,
+		},
+		{
+			name: "largest remainder, ties in name order", limit: 10, floor: 0,
+			demand: map[string]int64{"c": 5, "b": 5, "a": 5},
+			want:   map[string]int64{"a": 4, "b": 3, "c": 3}, served: 10,
+		},
+		{
+			name: "no demand anywhere is the even split", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 0, "b": 0, "c": 0},
+			want:   map[string]int64{"a": 300, "b": 300, "c": 300},
+		},
+		{
+			name: "no floor: an idle region can get nothing", limit: 900, floor: 0,
+			demand: map[string]int64{"a": 900, "b": 0},
+			want:   map[string]int64{"a": 900, "b": 0}, served: 900,
+		},
+		{
+			name: "the floor keeps an idle region's base", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 900, "b": 0},
+			want:   map[string]int64{"a": 855, "b": 45}, served: 855,
+		},
+		{
+			name: "limit below the number of regions", limit: 2, floor: 0.1,
+			demand: map[string]int64{"a": 1, "b": 1, "c": 1},
+			want:   map[string]int64{"a": 1, "b": 1, "c": 0}, served: 2,
+		},
+		{
+			name: "huge values stay exact", limit: math.MaxInt64, floor: 0.5,
+			demand: map[string]int64{"a": math.MaxInt64 - 1, "b": 1},
+			want:   map[string]int64{"a": math.MaxInt64 - 1<<61, "b": 1 << 61}, served: math.MaxInt64 - 1<<61 + 1,
+		},
+		{name: "zero limit", limit: 0, demand: map[string]int64{"a": 1}, field: "limit"},
+		{name: "negative floor", limit: 10, floor: -0.1, demand: map[string]int64{"a": 1}, field: "floor"},
+		{name: "floor of 1", limit: 10, floor: 1, demand: map[string]int64{"a": 1}, field: "floor"},
+		{name: "NaN floor", limit: 10, floor: math.NaN(), demand: map[string]int64{"a": 1}, field: "floor"},
+		{name: "no regions", limit: 10, floor: 0.1, field: "demand"},
+		{name: "empty region name", limit: 10, floor: 0.1, demand: map[string]int64{"": 1}, field: "demand"},
+		{name: "negative demand", limit: 10, floor: 0.1, demand: map[string]int64{"a": 1, "b": -1}, field: "demand[b]"},
+		{name: "total overflows", limit: 10, floor: 0.1, demand: map[string]int64{"a": math.MaxInt64, "b": 1}, field: "demand"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := region.Rebalance(tt.limit, tt.demand, tt.floor)
+			if tt.field != "" {
+				wantInvalid(t, err, tt.field)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("Rebalance(%d, %v, %v) = %v, want %v", tt.limit, tt.demand, tt.floor, got, tt.want)
+			}
+			if s := region.Served(got, tt.demand); s != tt.served && tt.served != 0 {
+				t.Fatalf("serves %d, want %d", s, tt.served)
+			}
+			checkShares(t, tt.limit, tt.demand, tt.floor, got)
+		})
+	}
+}
+
+// proportional is the textbook rule Rebalance improves on: the base, and the rest of the limit
+// in proportion to raw demand.
+func proportional(limit int64, demand map[string]int64, floor float64) map[string]int64 {
+	n := int64(len(demand))
+	base := int64(float64(limit)*floor) / n
+	var total float64
+	for _, d := range demand {
+		total += float64(d)
+	}
+	out := map[string]int64{}
+	for r, d := range demand {
+		out[r] = base
+		if total > 0 {
+			out[r] += int64(float64(limit-base*n) * float64(d) / total)
+		}
+	}
+	return out
+}
+
+// checkShares checks what Rebalance promises for any input: the whole limit handed out, every
+// region at least the base, all demand served when it fits, and otherwise the most any split
+// giving every region the base can serve.
+func checkShares(t *testing.T, limit int64, demand map[string]int64, floor float64, got map[string]int64) {
+	t.Helper()
+	if len(got) != len(demand) {
+		t.Fatalf("shares for %d regions, want %d", len(got), len(demand))
+	}
+	n := int64(len(demand))
+	var reserve int64 = limit
+	if f := float64(limit) * floor; f < float64(limit) {
+		reserve = int64(f)
+	}
+	base := reserve / n
+	var sum, total, lost int64
+	for r, s := range got {
+		if s < base {
+			t.Fatalf("%s got %d, below the base %d", r, s, base)
+		}
+		sum += s
+		total += demand[r]
+		lost += max(0, base-demand[r])
+	}
+	if sum != limit {
+		t.Fatalf("shares sum to %d, want the limit %d", sum, limit)
+	}
+	served := region.Served(got, demand)
+	want := min(total, limit-lost) // all of it when it fits, else all but the unused bases
+	if served != want {
+		t.Fatalf("serves %d of demand %d at limit %d, want %d (shares %v)", served, total, limit, want, got)
+	}
+	if limit <= 1<<40 && total <= 1<<40 { // the float64 oracle is exact here
+		if p := region.Served(proportional(limit, demand, floor), demand); served < p {
+			t.Fatalf("serves %d, less than the proportional rule's %d", served, p)
+		}
+	}
+	again, _ := region.Rebalance(limit, demand, floor)
+	if !maps.Equal(got, again) {
+		t.Fatalf("not deterministic: %v then %v", got, again)
+	}
+}
+
+func FuzzRebalance(f *testing.F) {
+	f.Add(int64(900), int64(600), int64(200), int64(100), uint8(3), 0.1)
+	f.Add(int64(7), int64(0), int64(0), int64(5), uint8(2), 0.0)
+	f.Add(int64(1), int64(1), int64(1), int64(1), uint8(3), 0.9)
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64/3), int64(5), int64(0), uint8(3), 0.5)
+	f.Fuzz(func(t *testing.T, limit, a, b, c int64, n uint8, floor float64) {
+		names := []string{"a", "b", "c"}[:1+int(n)%3]
+		demand := map[string]int64{}
+		for i, d := range []int64{a, b, c}[:len(names)] {
+			demand[names[i]] = d
+		}
+		got, err := region.Rebalance(limit, demand, floor)
+		if err != nil {
+			if !errors.Is(err, sluice.ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		checkShares(t, limit, demand, floor, got)
+	})
+}
+
+func TestSimulate(t *testing.T) {
+	regions := []string{"mumbai", "frankfurt", "virginia"}
+	demand := map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}
+	sim, err := region.Simulate(region.SimConfig{Limit: 900, Regions: regions, Demand: demand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sim.Minutes) != region.SimMinutes || sim.Floor != region.DefaultFloor || sim.Every != 1 {
+		t.Fatalf("%d minutes, floor %v, every %d: want %d, %v, 1", len(sim.Minutes), sim.Floor, sim.Every, region.SimMinutes, region.DefaultFloor)
+	}
+	first, last := sim.Minutes[0], sim.Minutes[region.SimMinutes-1]
+	if !maps.Equal(first.Demand, demand) {
+		t.Errorf("minute 0 demand %v, want %v", first.Demand, demand)
+	}
+	if want := map[string]int64{"mumbai": 100, "frankfurt": 600, "virginia": 200}; !maps.Equal(last.Demand, want) {
+		t.Errorf("minute 59 demand %v, want each region at its predecessor's start %v", last.Demand, want)
+	}
+	if !maps.Equal(first.Rebalanced, first.Even) {
+		t.Errorf("minute 0 rebalanced %v, want the even split %v before any demand is seen", first.Rebalanced, first.Even)
+	}
+	for i, m := range sim.Minutes {
+		if m.ServedEven != region.Served(m.Even, m.Demand) || m.ServedRebalanced != region.Served(m.Rebalanced, m.Demand) {
+			t.Fatalf("minute %d: served %d/%d disagrees with the shares", i, m.ServedEven, m.ServedRebalanced)
+		}
+		if i > 0 {
+			want, _ := region.Rebalance(900, sim.Minutes[i-1].Demand, region.DefaultFloor)
+			if !maps.Equal(m.Rebalanced, want) {
+				t.Fatalf("minute %d: shares %v, want those from the minute before's demand %v", i, m.Rebalanced, want)
+			}
+		}
+		if i > 0 && m.ServedRebalanced < m.ServedEven {
+			t.Errorf("minute %d: rebalanced served %d, less than even %d", i, m.ServedRebalanced, m.ServedEven)
+		}
+	}
+	tot := sim.Totals()
+	// Steady minutes serve everything; each shifting minute loses only the growth since the minute before.
+	if tot.Rebalanced*100 < tot.Servable*97 || tot.Even*100 > tot.Servable*75 {
+		t.Errorf("hour: %+v; want rebalanced >= 97%% and even <= 75%% of servable", tot)
+	}
+	t.Logf("hour: %+v (even %.1f%%, rebalanced %.1f%%)", tot, 100*float64(tot.Even)/float64(tot.Servable), 100*float64(tot.Rebalanced)/float64(tot.Servable))
+
+	// Rebalancing every 5 minutes holds shares for 5 minutes, from the average of the 5 before.
+	sim5, err := region.Simulate(region.SimConfig{Limit: 900, Regions: regions, Demand: demand, Every: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < region.SimMinutes; i++ {
+		changed := !maps.Equal(sim5.Minutes[i].Rebalanced, sim5.Minutes[i-1].Rebalanced)
+		if changed && i%5 != 0 {
+			t.Fatalf("every 5: shares changed at minute %d", i)
+		}
+	}
+	if t5 := sim5.Totals(); t5.Rebalanced >= tot.Rebalanced {
+		t.Errorf("rebalancing every 5 minutes served %d, want less than every minute's %d", t5.Rebalanced, tot.Rebalanced)
+	}
+}
+
+func TestSimulateInvalid(t *testing.T) {
+	regions := []string{"a", "b"}
+	tests := []struct {
+		name  string
+		cfg   region.SimConfig
+		field string
+	}{
+		{"zero limit", region.SimConfig{Regions: regions}, "limit"},
+		{"limit above 2^53", region.SimConfig{Limit: 1<<53 + 1, Regions: regions}, "limit"},
+		{"no regions", region.SimConfig{Limit: 10}, "regions"},
+		{"floor of 1", region.SimConfig{Limit: 10, Regions: regions, Floor: 1}, "floor"},
+		{"negative demand", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"b": -1}}, "demand[b]"},
+		{"demand of an unlisted region", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"c": 1}}, "demand[c]"},
+		{"total demand above 2^53", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"a": 1 << 53, "b": 1}}, "demand"},
+		{"every above an hour", region.SimConfig{Limit: 10, Regions: regions, Every: 61}, "every"},
+		{"negative every", region.SimConfig{Limit: 10, Regions: regions, Every: -1}, "every"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := region.Simulate(tt.cfg)
+			wantInvalid(t, err, tt.field)
+		})
+	}
+	// The caller's slice is not kept.
+	rs := []string{"a", "b"}
+	sim, err := region.Simulate(region.SimConfig{Limit: 10, Regions: rs, Floor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs[0] = "z"
+	if !slices.Equal(sim.Regions, []string{"a", "b"}) || sim.Floor != 0 {
+		t.Fatalf("regions %q, floor %v", sim.Regions, sim.Floor)
+	}
+}
