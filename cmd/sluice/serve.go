@@ -179,6 +179,10 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	}
 	gs := grpc.NewServer(grpcOpts...)
 	grpcapi.Register(gs, srv)
+	endWatches := func() {}
+	if streams != nil {
+		endWatches = grpcapi.RegisterUsage(gs, streams)
+	}
 	rls, err := envoy.New(srv, rules)
 	if err != nil {
 		return err
@@ -266,6 +270,7 @@ loop:
 	if err := hs.Shutdown(shutdown); err != nil {
 		hs.Close()
 	}
+	endWatches() // GracefulStop waits for open streams
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {

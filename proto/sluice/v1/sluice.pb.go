@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// WatchKind says which outputs of a stream Watch sends.
+type WatchKind int32
+
+const (
+	// Decisions, the default.
+	WatchKind_WATCH_KIND_UNSPECIFIED WatchKind = 0
+	// Throttle decisions: windows that went over their query's quota.
+	WatchKind_WATCH_KIND_DECISIONS WatchKind = 1
+	// Every closed window.
+	WatchKind_WATCH_KIND_WINDOWS WatchKind = 2
+)
+
+// Enum value maps for WatchKind.
+var (
+	WatchKind_name = map[int32]string{
+		0: "WATCH_KIND_UNSPECIFIED",
+		1: "WATCH_KIND_DECISIONS",
+		2: "WATCH_KIND_WINDOWS",
+	}
+	WatchKind_value = map[string]int32{
+		"WATCH_KIND_UNSPECIFIED": 0,
+		"WATCH_KIND_DECISIONS":   1,
+		"WATCH_KIND_WINDOWS":     2,
+	}
+)
+
+func (x WatchKind) Enum() *WatchKind {
+	p := new(WatchKind)
+	*p = x
+	return p
+}
+
+func (x WatchKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_proto_enumTypes[0].Descriptor()
+}
+
+func (WatchKind) Type() protoreflect.EnumType {
+	return &file_sluice_proto_enumTypes[0]
+}
+
+func (x WatchKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchKind.Descriptor instead.
+func (WatchKind) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{0}
+}
+
 // Decision is the answer to one check.
 type Decision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -845,6 +898,565 @@ func (*RefundResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_proto_rawDescGZIP(), []int{12}
 }
 
+// UsageEvent is one request on a stream.
+type UsageEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream to append to: 1 to 200 bytes.
+	Stream string `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// The aggregation key (an API key, a tenant); every key has windows of its own. Not empty.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The event's cost, summed into its window; 0 means 1.
+	Cost int64 `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	// The event's time (epoch ms); 0 means the server's clock when it is recorded.
+	At int64 `protobuf:"varint,4,opt,name=at,proto3" json:"at,omitempty"`
+	// When set, makes the event idempotent: a later event with the same id on the same stream is
+	// skipped.
+	Id            string `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageEvent) Reset() {
+	*x = UsageEvent{}
+	mi := &file_sluice_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageEvent) ProtoMessage() {}
+
+func (x *UsageEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
+func (*UsageEvent) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UsageEvent) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UsageEvent) GetCost() int64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+func (x *UsageEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RecordRequest is a batch of events to append together.
+type RecordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events: at most 10000.
+	Events        []*UsageEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_sluice_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRequest) ProtoMessage() {}
+
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RecordRequest) GetEvents() []*UsageEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// RecordResponse answers Record.
+type RecordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many events the request carried, all of them stored (or skipped as already recorded).
+	Appended      int32 `protobuf:"varint,1,opt,name=appended,proto3" json:"appended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_sluice_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RecordResponse) GetAppended() int32 {
+	if x != nil {
+		return x.Appended
+	}
+	return 0
+}
+
+// WatchRequest opens a watch of a stream's outputs.
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream whose outputs to watch. Not empty.
+	Stream string `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// The offset to start after: 0 is from the start, the offset of the last response received
+	// resumes a watch. Not negative.
+	After int64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	// Decisions (the default) or windows; any other value is INVALID_ARGUMENT.
+	Kind          WatchKind `protobuf:"varint,3,opt,name=kind,proto3,enum=sluice.v1.WatchKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_sluice_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetKind() WatchKind {
+	if x != nil {
+		return x.Kind
+	}
+	return WatchKind_WATCH_KIND_UNSPECIFIED
+}
+
+// WatchResponse is one output of a watched stream.
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output's offset in its stream: pass it as after to resume past it.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The output, of the request's kind.
+	//
+	// Types that are valid to be assigned to Item:
+	//
+	//	*WatchResponse_Decision
+	//	*WatchResponse_Window
+	Item          isWatchResponse_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_sluice_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WatchResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetItem() isWatchResponse_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetDecision() *StreamDecision {
+	if x != nil {
+		if x, ok := x.Item.(*WatchResponse_Decision); ok {
+			return x.Decision
+		}
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetWindow() *StreamWindow {
+	if x != nil {
+		if x, ok := x.Item.(*WatchResponse_Window); ok {
+			return x.Window
+		}
+	}
+	return nil
+}
+
+type isWatchResponse_Item interface {
+	isWatchResponse_Item()
+}
+
+type WatchResponse_Decision struct {
+	Decision *StreamDecision `protobuf:"bytes,2,opt,name=decision,proto3,oneof"`
+}
+
+type WatchResponse_Window struct {
+	Window *StreamWindow `protobuf:"bytes,3,opt,name=window,proto3,oneof"`
+}
+
+func (*WatchResponse_Decision) isWatchResponse_Item() {}
+
+func (*WatchResponse_Window) isWatchResponse_Item() {}
+
+// StreamWindow is one closed tumbling window of one key: [start, end) in epoch ms, count events
+// whose costs total sum.
+type StreamWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the window sits in its stream's outputs.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The query that emitted it.
+	Query  string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Key    string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// The window's first instant (epoch ms).
+	Start int64 `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`
+	// The instant (epoch ms) just past the window.
+	End int64 `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
+	// How many events fell in the window.
+	Count int64 `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// The total of their costs.
+	Sum           int64 `protobuf:"varint,8,opt,name=sum,proto3" json:"sum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamWindow) Reset() {
+	*x = StreamWindow{}
+	mi := &file_sluice_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamWindow) ProtoMessage() {}
+
+func (x *StreamWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamWindow.ProtoReflect.Descriptor instead.
+func (*StreamWindow) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StreamWindow) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *StreamWindow) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *StreamWindow) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamWindow) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StreamWindow) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *StreamWindow) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *StreamWindow) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StreamWindow) GetSum() int64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+// StreamDecision is the verdict on a window whose count went over its query's quota: throttle
+// key, which made count requests in [window_start, window_end), over_by = count - quota too many.
+type StreamDecision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the decision sits in its stream's outputs.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The query that emitted it.
+	Query  string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Key    string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// The window's first instant (epoch ms).
+	WindowStart int64 `protobuf:"varint,5,opt,name=window_start,json=windowStart,proto3" json:"window_start,omitempty"`
+	// The instant (epoch ms) just past the window.
+	WindowEnd int64 `protobuf:"varint,6,opt,name=window_end,json=windowEnd,proto3" json:"window_end,omitempty"`
+	// How many requests the key made in the window.
+	Count int64 `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// The query's quota.
+	Quota int64 `protobuf:"varint,8,opt,name=quota,proto3" json:"quota,omitempty"`
+	// count - quota.
+	OverBy        int64 `protobuf:"varint,9,opt,name=over_by,json=overBy,proto3" json:"over_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamDecision) Reset() {
+	*x = StreamDecision{}
+	mi := &file_sluice_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamDecision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamDecision) ProtoMessage() {}
+
+func (x *StreamDecision) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamDecision.ProtoReflect.Descriptor instead.
+func (*StreamDecision) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *StreamDecision) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *StreamDecision) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *StreamDecision) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamDecision) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StreamDecision) GetWindowStart() int64 {
+	if x != nil {
+		return x.WindowStart
+	}
+	return 0
+}
+
+func (x *StreamDecision) GetWindowEnd() int64 {
+	if x != nil {
+		return x.WindowEnd
+	}
+	return 0
+}
+
+func (x *StreamDecision) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *StreamDecision) GetQuota() int64 {
+	if x != nil {
+		return x.Quota
+	}
+	return 0
+}
+
+func (x *StreamDecision) GetOverBy() int64 {
+	if x != nil {
+		return x.OverBy
+	}
+	return 0
+}
+
 var File_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_proto_rawDesc = "" +
@@ -899,7 +1511,51 @@ const file_sluice_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x10\n" +
 	"\x03now\x18\x04 \x01(\x03R\x03now\"\x10\n" +
-	"\x0eRefundResponse2\xb6\x03\n" +
+	"\x0eRefundResponse\"j\n" +
+	"\n" +
+	"UsageEvent\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x0e\n" +
+	"\x02at\x18\x04 \x01(\x03R\x02at\x12\x0e\n" +
+	"\x02id\x18\x05 \x01(\tR\x02id\">\n" +
+	"\rRecordRequest\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.sluice.v1.UsageEventR\x06events\",\n" +
+	"\x0eRecordResponse\x12\x1a\n" +
+	"\bappended\x18\x01 \x01(\x05R\bappended\"f\n" +
+	"\fWatchRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\x12(\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x14.sluice.v1.WatchKindR\x04kind\"\x9b\x01\n" +
+	"\rWatchResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x127\n" +
+	"\bdecision\x18\x02 \x01(\v2\x19.sluice.v1.StreamDecisionH\x00R\bdecision\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x17.sluice.v1.StreamWindowH\x00R\x06windowB\x06\n" +
+	"\x04item\"\xb6\x01\n" +
+	"\fStreamWindow\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\x03R\x03end\x12\x14\n" +
+	"\x05count\x18\a \x01(\x03R\x05count\x12\x10\n" +
+	"\x03sum\x18\b \x01(\x03R\x03sum\"\xef\x01\n" +
+	"\x0eStreamDecision\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12!\n" +
+	"\fwindow_start\x18\x05 \x01(\x03R\vwindowStart\x12\x1d\n" +
+	"\n" +
+	"window_end\x18\x06 \x01(\x03R\twindowEnd\x12\x14\n" +
+	"\x05count\x18\a \x01(\x03R\x05count\x12\x14\n" +
+	"\x05quota\x18\b \x01(\x03R\x05quota\x12\x17\n" +
+	"\aover_by\x18\t \x01(\x03R\x06overBy*Y\n" +
+	"\tWatchKind\x12\x1a\n" +
+	"\x16WATCH_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14WATCH_KIND_DECISIONS\x10\x01\x12\x16\n" +
+	"\x12WATCH_KIND_WINDOWS\x10\x022\xb6\x03\n" +
 	"\vRateLimiter\x125\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x13.sluice.v1.Decision\x12F\n" +
 	"\tCheckMany\x12\x1b.sluice.v1.CheckManyRequest\x1a\x1c.sluice.v1.CheckManyResponse\x12;\n" +
@@ -907,7 +1563,10 @@ const file_sluice_proto_rawDesc = "" +
 	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x13.sluice.v1.Decision\x12;\n" +
 	"\bForecast\x12\x1a.sluice.v1.ForecastRequest\x1a\x13.sluice.v1.Forecast\x12:\n" +
 	"\x05Reset\x12\x17.sluice.v1.ResetRequest\x1a\x18.sluice.v1.ResetResponse\x12=\n" +
-	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponseB5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
+	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponse2\x84\x01\n" +
+	"\x05Usage\x12=\n" +
+	"\x06Record\x12\x18.sluice.v1.RecordRequest\x1a\x19.sluice.v1.RecordResponse\x12<\n" +
+	"\x05Watch\x12\x17.sluice.v1.WatchRequest\x1a\x18.sluice.v1.WatchResponse0\x01B5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_proto_rawDescOnce sync.Once
@@ -921,45 +1580,62 @@ func file_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_proto_rawDescData
 }
 
-var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_sluice_proto_goTypes = []any{
-	(*Decision)(nil),          // 0: sluice.v1.Decision
-	(*Forecast)(nil),          // 1: sluice.v1.Forecast
-	(*CheckRequest)(nil),      // 2: sluice.v1.CheckRequest
-	(*CheckManyRequest)(nil),  // 3: sluice.v1.CheckManyRequest
-	(*CheckManyResponse)(nil), // 4: sluice.v1.CheckManyResponse
-	(*Item)(nil),              // 5: sluice.v1.Item
-	(*CheckAllRequest)(nil),   // 6: sluice.v1.CheckAllRequest
-	(*PeekRequest)(nil),       // 7: sluice.v1.PeekRequest
-	(*ForecastRequest)(nil),   // 8: sluice.v1.ForecastRequest
-	(*ResetRequest)(nil),      // 9: sluice.v1.ResetRequest
-	(*ResetResponse)(nil),     // 10: sluice.v1.ResetResponse
-	(*RefundRequest)(nil),     // 11: sluice.v1.RefundRequest
-	(*RefundResponse)(nil),    // 12: sluice.v1.RefundResponse
+	(WatchKind)(0),            // 0: sluice.v1.WatchKind
+	(*Decision)(nil),          // 1: sluice.v1.Decision
+	(*Forecast)(nil),          // 2: sluice.v1.Forecast
+	(*CheckRequest)(nil),      // 3: sluice.v1.CheckRequest
+	(*CheckManyRequest)(nil),  // 4: sluice.v1.CheckManyRequest
+	(*CheckManyResponse)(nil), // 5: sluice.v1.CheckManyResponse
+	(*Item)(nil),              // 6: sluice.v1.Item
+	(*CheckAllRequest)(nil),   // 7: sluice.v1.CheckAllRequest
+	(*PeekRequest)(nil),       // 8: sluice.v1.PeekRequest
+	(*ForecastRequest)(nil),   // 9: sluice.v1.ForecastRequest
+	(*ResetRequest)(nil),      // 10: sluice.v1.ResetRequest
+	(*ResetResponse)(nil),     // 11: sluice.v1.ResetResponse
+	(*RefundRequest)(nil),     // 12: sluice.v1.RefundRequest
+	(*RefundResponse)(nil),    // 13: sluice.v1.RefundResponse
+	(*UsageEvent)(nil),        // 14: sluice.v1.UsageEvent
+	(*RecordRequest)(nil),     // 15: sluice.v1.RecordRequest
+	(*RecordResponse)(nil),    // 16: sluice.v1.RecordResponse
+	(*WatchRequest)(nil),      // 17: sluice.v1.WatchRequest
+	(*WatchResponse)(nil),     // 18: sluice.v1.WatchResponse
+	(*StreamWindow)(nil),      // 19: sluice.v1.StreamWindow
+	(*StreamDecision)(nil),    // 20: sluice.v1.StreamDecision
 }
 var file_sluice_proto_depIdxs = []int32{
-	0,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
-	0,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
-	5,  // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
-	2,  // 3: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	3,  // 4: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
-	6,  // 5: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
-	7,  // 6: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
-	8,  // 7: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
-	9,  // 8: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
-	11, // 9: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
-	0,  // 10: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
-	4,  // 11: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
-	0,  // 12: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
-	0,  // 13: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
-	1,  // 14: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
-	10, // 15: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
-	12, // 16: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
-	10, // [10:17] is the sub-list for method output_type
-	3,  // [3:10] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	1,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
+	1,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
+	6,  // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
+	14, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
+	0,  // 4: sluice.v1.WatchRequest.kind:type_name -> sluice.v1.WatchKind
+	20, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
+	19, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
+	3,  // 7: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	4,  // 8: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
+	7,  // 9: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
+	8,  // 10: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
+	9,  // 11: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
+	10, // 12: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
+	12, // 13: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
+	15, // 14: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
+	17, // 15: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
+	1,  // 16: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
+	5,  // 17: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
+	1,  // 18: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
+	1,  // 19: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
+	2,  // 20: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
+	11, // 21: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
+	13, // 22: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
+	16, // 23: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
+	18, // 24: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
+	16, // [16:25] is the sub-list for method output_type
+	7,  // [7:16] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sluice_proto_init() }
@@ -967,18 +1643,23 @@ func file_sluice_proto_init() {
 	if File_sluice_proto != nil {
 		return
 	}
+	file_sluice_proto_msgTypes[17].OneofWrappers = []any{
+		(*WatchResponse_Decision)(nil),
+		(*WatchResponse_Window)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_proto_rawDesc), len(file_sluice_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   13,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_sluice_proto_goTypes,
 		DependencyIndexes: file_sluice_proto_depIdxs,
+		EnumInfos:         file_sluice_proto_enumTypes,
 		MessageInfos:      file_sluice_proto_msgTypes,
 	}.Build()
 	File_sluice_proto = out.File

@@ -389,3 +389,177 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "sluice.proto",
 }
+
+const (
+	Usage_Record_FullMethodName = "/sluice.v1.Usage/Record"
+	Usage_Watch_FullMethodName  = "/sluice.v1.Usage/Watch"
+)
+
+// UsageClient is the client API for Usage service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Usage is stream mode's native gRPC API, served by sluice serve when the configuration has a
+// streams section (without one it is not registered, and its calls are UNIMPLEMENTED). It mirrors
+// POST /v1/usage and the windows and decisions routes of the HTTP API, with the same JSON names.
+//
+// Errors: bad input is INVALID_ARGUMENT with a google.rpc.BadRequest detail naming the field
+// (events[3].key), a stream store that cannot answer UNAVAILABLE, a missing or wrong bearer token
+// (when the server requires one) UNAUTHENTICATED.
+type UsageClient interface {
+	// Record appends events to the end of their streams, all or none: one bad event appends
+	// nothing. An event with an id already recorded on its stream is skipped, so a producer can
+	// retry a batch. An empty batch appends nothing and succeeds.
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
+	// Watch streams a stream's decisions or windows in offset order, starting after the request's
+	// offset, as they are emitted, until the client cancels or the server stops. To resume, watch
+	// again with after set to the offset of the last response received: nothing is repeated or
+	// skipped.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+}
+
+type usageClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewUsageClient(cc grpc.ClientConnInterface) UsageClient {
+	return &usageClient{cc}
+}
+
+func (c *usageClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, Usage_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *usageClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Usage_ServiceDesc.Streams[0], Usage_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Usage_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
+// UsageServer is the server API for Usage service.
+// All implementations must embed UnimplementedUsageServer
+// for forward compatibility.
+//
+// Usage is stream mode's native gRPC API, served by sluice serve when the configuration has a
+// streams section (without one it is not registered, and its calls are UNIMPLEMENTED). It mirrors
+// POST /v1/usage and the windows and decisions routes of the HTTP API, with the same JSON names.
+//
+// Errors: bad input is INVALID_ARGUMENT with a google.rpc.BadRequest detail naming the field
+// (events[3].key), a stream store that cannot answer UNAVAILABLE, a missing or wrong bearer token
+// (when the server requires one) UNAUTHENTICATED.
+type UsageServer interface {
+	// Record appends events to the end of their streams, all or none: one bad event appends
+	// nothing. An event with an id already recorded on its stream is skipped, so a producer can
+	// retry a batch. An empty batch appends nothing and succeeds.
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	// Watch streams a stream's decisions or windows in offset order, starting after the request's
+	// offset, as they are emitted, until the client cancels or the server stops. To resume, watch
+	// again with after set to the offset of the last response received: nothing is repeated or
+	// skipped.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	mustEmbedUnimplementedUsageServer()
+}
+
+// UnimplementedUsageServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedUsageServer struct{}
+
+func (UnimplementedUsageServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedUsageServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedUsageServer) mustEmbedUnimplementedUsageServer() {}
+func (UnimplementedUsageServer) testEmbeddedByValue()               {}
+
+// UnsafeUsageServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to UsageServer will
+// result in compilation errors.
+type UnsafeUsageServer interface {
+	mustEmbedUnimplementedUsageServer()
+}
+
+func RegisterUsageServer(s grpc.ServiceRegistrar, srv UsageServer) {
+	// If the following call panics, it indicates UnimplementedUsageServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Usage_ServiceDesc, srv)
+}
+
+func _Usage_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UsageServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Usage_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UsageServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Usage_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(UsageServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Usage_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
+// Usage_ServiceDesc is the grpc.ServiceDesc for Usage service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Usage_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.v1.Usage",
+	HandlerType: (*UsageServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Record",
+			Handler:    _Usage_Record_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _Usage_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "sluice.proto",
+}
