@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -58,6 +59,29 @@ func BenchmarkCheckManyKeys(b *testing.B) {
 		for pb.Next() {
 			i = (i + 7919) & (len(keys) - 1)
 			if _, err := lim.Check(ctx, "p", keys[i], 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkConcurrencyAdmitRelease is one Admit and one Release of a hot key per operation, each
+// goroutine a holder of its own, under a limit none of them reaches: the cost of taking and
+// giving back a slot.
+func BenchmarkConcurrencyAdmitRelease(b *testing.B) {
+	st := memory.New(memory.Config{})
+	b.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		holder := "worker-" + strconv.FormatInt(next.Add(1), 10)
+		for pb.Next() {
+			a, err := st.Admit(ctx, 0, "jobs", "hot-key", holder, 1<<20, 30_000)
+			if err != nil || !a.Allowed {
+				b.Fatal(a, err)
+			}
+			if err := st.Release(ctx, "jobs", "hot-key", holder); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -79,6 +79,8 @@ type Store struct {
 	given     atomic.Int64
 	keys      atomic.Int64
 	evictions atomic.Uint64
+
+	leases leases // the sluice.Concurrency state (concurrency.go)
 }
 
 // definition is the state of one definition of a policy: one part per limit. Equal policies, such
@@ -163,6 +165,7 @@ func (s *Store) Sweep() {
 			p.sweep(now)
 		}
 	}
+	s.leases.sweep(now) // and expired concurrency leases
 }
 
 func (d *definition) len() int {

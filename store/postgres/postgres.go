@@ -146,6 +146,7 @@ var _ sluice.Store = (*Store)(nil)
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
 	decide, reset, sweep string
+	leases               leaseStatements // concurrency.go
 }
 
 func newStatements(schema string) statements {
@@ -157,6 +158,7 @@ func newStatements(schema string) statements {
 		sweep: "DELETE FROM " + q + ".limits WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + q + ".limits" +
 			" WHERE idle_at < least(floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint, $1) - $2" +
 			" LIMIT $3 FOR UPDATE SKIP LOCKED))",
+		leases: newLeaseStatements(q),
 	}
 }
 

@@ -32,7 +32,7 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 }
 
 // sweep deletes idle rows SweepBatch at a time, each batch its own short statement that skips the
-// rows checks hold, until a batch comes back short.
+// rows checks hold, until a batch comes back short; then the expired leases likewise.
 func (s *Store) sweep(ctx context.Context) (int64, error) {
 	until := int64(math.MaxInt64)
 	if g := s.given.Load(); g != 0 {
@@ -46,7 +46,9 @@ func (s *Store) sweep(ctx context.Context) (int64, error) {
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < int64(s.batch) || ctx.Err() != nil {
-			return total, nil
+			break
 		}
 	}
+	leases, err := s.sweepLeases(ctx, until)
+	return total + leases, err
 }
