@@ -76,10 +76,10 @@ var Policies = []*sluice.Policy{
 // Daily only counts, and stays busy until midnight in Rome.
 var Daily = sluice.MustPolicy("daily", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 20, Calendar: sluice.Day, TimeZone: "Europe/Rome"}})
 
-// SameAsMemory replays steps random operations from seed (every operation, every strategy,
-// composite policies, keys repeated within one call) of Policies and Daily, on keys "a", "b" and
-// "c", on s and on a fresh memory store at the same instants, and fails at the first answer that
-// differs.
+// SameAsMemory replays steps random operations from seed (every operation, Debit included, every
+// strategy, composite policies, keys repeated within one call) of Policies and Daily, on keys "a",
+// "b" and "c", on s and on a fresh memory store at the same instants, and fails at the first answer
+// that differs. s must be a sluice.Debiter.
 func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 	t.Helper()
 	ms := memory.New(memory.Config{})
@@ -97,7 +97,7 @@ func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 		p := policy()
 		var got, want any
 		var what string
-		switch op := r.IntN(20); {
+		switch op := r.IntN(21); {
 		case op < 8:
 			what = fmt.Sprintf("Check(%s, cost %d)", p.Name(), cost)
 			k := key()
@@ -140,6 +140,14 @@ func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 			what = fmt.Sprintf("Refund(%s, cost %d)", p.Name(), cost)
 			k := key()
 			got, want = s.Refund(ctx, now, p, k, cost), ms.Refund(ctx, now, p, k, cost)
+		case op < 20:
+			what = fmt.Sprintf("Debit(%s, cost %d)", p.Name(), 5*cost)
+			k := key()
+			d, ok := s.(sluice.Debiter)
+			if !ok {
+				t.Fatalf("%T does not implement sluice.Debiter", s)
+			}
+			got, want = d.Debit(ctx, now, p, k, 5*cost), ms.Debit(ctx, now, p, k, 5*cost)
 		default:
 			what = fmt.Sprintf("Reset(%s)", p.Name())
 			k := key()

@@ -18,6 +18,7 @@ const (
 	opPeek     op = "p"
 	opForecast op = "f"
 	opRefund   op = "r"
+	opDebit    op = "d" // run by the function debit, with decide's arguments
 )
 
 // call is one run of decide: its operation and its steps, each one limit of one key. A batch of

@@ -141,11 +141,14 @@ type Store struct {
 	done      chan struct{}      // closed when the sweep has stopped
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store   = (*Store)(nil)
+	_ sluice.Debiter = (*Store)(nil)
+)
 
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
-	decide, reset, sweep string
+	decide, debit, reset, sweep string
 	leases               leaseStatements // concurrency.go
 }
 
@@ -153,6 +156,7 @@ func newStatements(schema string) statements {
 	q := pgx.Identifier{schema}.Sanitize()
 	return statements{
 		decide: "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+		debit:  "SELECT " + q + ".debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
 		reset:  "DELETE FROM " + q + ".limits WHERE policy = $1 AND key = $2 AND i < $3",
 		// The cutoff is computed once (a stable expression), so the idle_at index serves it.
 		sweep: "DELETE FROM " + q + ".limits WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + q + ".limits" +
@@ -331,10 +335,14 @@ func (s *Store) retry(ctx context.Context, f func() error) error {
 // run decides c in one statement and returns its reply.
 func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	args := c.args(s.round)
+	stmt := s.sql.decide
+	if c.op == opDebit {
+		stmt = s.sql.debit
+	}
 	var out []float64
 	err := s.retry(ctx, func() error {
 		args[4] = waitMs(ctx)
-		return s.pool.QueryRow(ctx, s.sql.decide, args...).Scan(&out)
+		return s.pool.QueryRow(ctx, stmt, args...).Scan(&out)
 	})
 	if err != nil {
 		return nil, err
@@ -479,6 +487,26 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 		return err
 	}
 	c := newCall(opRefund, now, 1)
+	for i, l := range p.Limits() {
+		if l.Unit == sluice.UnitCost {
+			c.add(p, key, i, cost)
+		}
+	}
+	if len(c.steps) == 0 {
+		return nil
+	}
+	_, err := s.run(ctx, c)
+	return err
+}
+
+// Debit implements sluice.Debiter: one statement charges cost to every limit of p that counts
+// cost, past the limit if need be, making the rows it lacks; limits that count requests are left
+// alone.
+func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	if err := s.begin(now); err != nil {
+		return err
+	}
+	c := newCall(opDebit, now, 1)
 	for i, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
 			c.add(p, key, i, cost)

@@ -94,7 +94,10 @@ type Store struct {
 	closed  atomic.Bool
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store   = (*Store)(nil)
+	_ sluice.Debiter = (*Store)(nil)
+)
 
 // New returns a Store on client. The caller keeps ownership of client: Close does not close it.
 func New(client rueidis.Client, cfg Config) *Store {
@@ -700,6 +703,25 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 		return err
 	}
 	c := newCall(opRefund, now, s.slack, 0)
+	for i, l := range p.Limits() {
+		if l.Unit == sluice.UnitCost {
+			c.add(s, p, key, i, cost)
+		}
+	}
+	if len(c.keys) == 0 {
+		return nil
+	}
+	_, err := s.run(ctx, c)
+	return err
+}
+
+// Debit implements sluice.Debiter: one script charges cost to every limit of p that counts cost,
+// past the limit if need be; limits that count requests are left alone.
+func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	c := newCall(opDebit, now, s.slack, 0)
 	for i, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
 			c.add(s, p, key, i, cost)

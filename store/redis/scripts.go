@@ -49,6 +49,7 @@ const (
 	opPeek
 	opForecast
 	opRefund
+	opDebit
 	numOps
 )
 
@@ -71,8 +72,8 @@ local function nonneg(x)
 end
 -- Each strategy X has prep(a, b, c) for its parameters, load(text, q) and dump(state), idle(q, st)
 -- (ms until st decides like a fresh key's), and the operation's function: check(q, st, cost)
--- returning the decision's five numbers and the new state, peek, forecast, or refund returning the
--- new state or nil when nothing changes. A nil state is a fresh key. No function changes a state
+-- returning the decision's five numbers and the new state, peek, forecast, refund returning the new
+-- state or nil when nothing changes, or debit returning the new state. A nil state is a fresh key. No function changes a state
 -- it was given.
 `
 
@@ -173,6 +174,13 @@ function g.refund(q, st, cost)
   return tat
 end
 `,
+			opDebit: `
+function g.debit(q, st, cost)
+  local tat = st or 0
+  if tat < now then tat = now end
+  return tat + q.T * cost
+end
+`,
 		},
 	},
 	't': {
@@ -231,6 +239,13 @@ function t.refund(q, st, cost)
   local n = t.tokens(q, st) + cost
   if n > q.cap then n = q.cap end
   return {n, math.max(now, st[2])}
+end
+`,
+			opDebit: `
+function t.debit(q, st, cost)
+  local last = now
+  if st and st[2] > now then last = st[2] end
+  return {t.tokens(q, st) - cost, last}
 end
 `,
 		},
@@ -301,6 +316,12 @@ function f.refund(q, st, cost)
   local start, _, count = f.count(q, st)
   if count <= 0 then return nil end
   return {start, nonneg(count - cost)}
+end
+`,
+			opDebit: `
+function f.debit(q, st, cost)
+  local start, _, count = f.count(q, st)
+  return {start, count + cost}
 end
 `,
 		},
@@ -451,6 +472,14 @@ function s.refund(q, st, cost)
   return next_st
 end
 `,
+			opDebit: `
+function s.debit(q, st, cost)
+  local c = floor(now / q.w)
+  local next_st = s.copy(st)
+  next_st[c % q.slots] = {c, s.get(q, st, c) + cost}
+  return next_st
+end
+`,
 		},
 	},
 	'l': {
@@ -484,6 +513,23 @@ function l.live(q, st)
   end
   return runs, count
 end
+-- add returns runs with cost more units at now, in order of instant.
+function l.add(runs, cost)
+  local next_st, placed = {}, false
+  for _, r in ipairs(runs) do
+    if not placed and r[1] >= now then
+      if r[1] == now then
+        r = {r[1], r[2] + cost}
+      else
+        next_st[#next_st + 1] = {now, cost}
+      end
+      placed = true
+    end
+    next_st[#next_st + 1] = r
+  end
+  if not placed then next_st[#next_st + 1] = {now, cost} end
+  return next_st
+end
 function l.full_at(q, runs)
   if #runs == 0 then return now end
   return ceil(runs[#runs][1] + q.window)
@@ -516,19 +562,7 @@ end
 function l.check(q, st, cost)
   local runs, count = l.live(q, st)
   if count + cost <= q.limit then
-    local next_st, placed = {}, false
-    for _, r in ipairs(runs) do
-      if not placed and r[1] >= now then
-        if r[1] == now then
-          r = {r[1], r[2] + cost}
-        else
-          next_st[#next_st + 1] = {now, cost}
-        end
-        placed = true
-      end
-      next_st[#next_st + 1] = r
-    end
-    if not placed then next_st[#next_st + 1] = {now, cost} end
+    local next_st = l.add(runs, cost)
     return 1, q.limit, nonneg(q.limit - (count + cost)), l.reset_at(q, next_st), 0, next_st
   end
   return 0, q.limit, nonneg(q.limit - count), l.reset_at(q, runs), l.retry(q, runs, count, cost), st
@@ -562,6 +596,11 @@ function l.refund(q, st, cost)
     if last[2] == 0 then next_st[#next_st] = nil end
   end
   return next_st
+end
+`,
+			opDebit: `
+function l.debit(q, st, cost)
+  return l.add((l.live(q, st)), cost)
 end
 `,
 		},
@@ -709,6 +748,14 @@ for i = 1, n do
   local key, x, q, cost = step(i)
   local st = x.refund(q, state_of(i, key, x, q), cost)
   if st ~= nil then save(key, x, q, st) end
+end
+flush()
+return reply
+`,
+	opDebit: `
+for i = 1, n do
+  local key, x, q, cost = step(i)
+  save(key, x, q, x.debit(q, state_of(i, key, x, q), cost))
 end
 flush()
 return reply
