@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
@@ -141,6 +142,16 @@ func (s *Server) ReloadFailed(err error) {
 
 // Limiter is the Server's limiter, for front ends that need its policies.
 func (s *Server) Limiter() *sluice.Limiter { return s.lim }
+
+// RegisterMetrics adds collectors to the metrics MetricsHandler serves, such as stream mode's.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // MetricsHandler serves the Prometheus metrics.
 func (s *Server) MetricsHandler() http.Handler {

@@ -167,6 +167,9 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		defer streams.Close()
 		runner := startStreamRunner(streams, cfg.Streams.Queries, log)
 		defer runner.stop() // before the deferred Close: the runner may be mid-Process
+		if err := srv.RegisterMetrics(streamCollector{b: streams, queries: cfg.Streams.Queries}); err != nil {
+			return err
+		}
 		log.Info("sluice serve: streams", "store", redactURL(cfg.Streams.Store), "queries", len(cfg.Streams.Queries))
 	}
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -83,6 +84,21 @@ func TestServeStreams(t *testing.T) {
 	if ds := pull("decisions"); len(ds) != 1 || ds[0]["key"] != "noisy" || ds[0]["overBy"] != 2.0 {
 		t.Errorf("decisions %v", ds)
 	}
+
+	// An event for a window that has closed is late: in no window, and counted on /metrics.
+	late := fmt.Sprintf(`{"events":[{"stream":"api-requests","key":"quiet","at":%d}]}`, int64(windows[0]["start"].(float64)))
+	if resp, err := http.Post(base+"/v1/usage", "application/json", strings.NewReader(late)); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("late usage: %v %v", resp, err)
+	}
+	eventually(t, "the late event on /metrics", func() bool {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `sluice_stream_late_events_total{query="limiter",stream="api-requests"} 1`)
+	})
 
 	got := ""
 	for !strings.HasPrefix(got, "data: ") {
