@@ -149,7 +149,7 @@ var (
 // statements are the store's SQL, with the schema filled in.
 type statements struct {
 	decide, debit, reset, sweep string
-	leases               leaseStatements // concurrency.go
+	leases                      leaseStatements // concurrency.go
 }
 
 func newStatements(schema string) statements {
