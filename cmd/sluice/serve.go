@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,7 @@ type serveFlags struct {
 	tlsCert, tlsKey, tlsCA    string
 	gateKeyHeader             string
 	reloadEvery               time.Duration
+	resetQueries              []string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -54,6 +56,13 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key `FILE` for both ports")
 	fs.StringVar(&f.tlsCA, "tls-client-ca", "", "CA `FILE` that client certificates must chain to (mutual TLS)")
 	fs.StringVar(&f.gateKeyHeader, "gate-key-header", "", "request `header` the forward-auth gate takes the key from when ?key= is absent")
+	fs.Func("reset-query", "forget the stored offset and open windows of stream query `NAME` before registering it, as a changed definition needs (repeatable; its emitted windows and decisions stay)", func(name string) error {
+		if name == "" {
+			return errors.New("empty query name")
+		}
+		f.resetQueries = append(f.resetQueries, name)
+		return nil
+	})
 	fs.DurationVar(&f.reloadEvery, "reload-every", time.Second, "how often to look for a changed config file (SIGHUP reloads at once)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -161,7 +170,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	// Stream mode, when configured: read at start only; a reload leaves it as it is.
 	var streams stream.Backend
 	if cfg.Streams != nil {
-		if streams, err = openStreams(cfg.Streams); err != nil {
+		if streams, err = openStreams(cfg.Streams, f.resetQueries, log); err != nil {
 			return err
 		}
 		defer streams.Close()
@@ -287,8 +296,9 @@ loop:
 	return nil
 }
 
-// openStreams opens stream mode's backend and registers its queries.
-func openStreams(cfg *config.Streams) (stream.Backend, error) {
+// openStreams opens stream mode's backend and registers its queries, resetting those named in
+// reset first. A query stored with another definition is refused, naming the flag that resets it.
+func openStreams(cfg *config.Streams, reset []string, log *slog.Logger) (stream.Backend, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
 	var b stream.Backend
@@ -301,9 +311,23 @@ func openStreams(cfg *config.Streams) (stream.Backend, error) {
 		}
 		b = e
 	}
+	for _, name := range reset {
+		if !slices.ContainsFunc(cfg.Queries, func(q stream.Query) bool { return q.Name == name }) {
+			b.Close()
+			return nil, fmt.Errorf("--reset-query %s: no such query in streams.queries", name)
+		}
+		if err := b.Reset(ctx, name); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("--reset-query %s: %w", name, err)
+		}
+		log.Warn("sluice serve: stream query reset", "query", name)
+	}
 	for _, q := range cfg.Queries {
 		if err := b.Register(ctx, q); err != nil {
 			b.Close()
+			if errors.Is(err, stream.ErrQueryChanged) {
+				return nil, fmt.Errorf("streams.queries.%s: %w; start once with --reset-query %s to forget its offset and open windows and count afresh under the new definition", q.Name, err, q.Name)
+			}
 			return nil, fmt.Errorf("streams.queries.%s: %w", q.Name, err)
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -166,4 +167,48 @@ func TestStreamRunnerStopIsIdempotent(t *testing.T) {
 	r := startStreamRunner(b, []stream.Query{q}, slog.New(slog.DiscardHandler))
 	r.stop()
 	r.stop()
+}
+
+// A query stored in PostgreSQL with another definition is refused at start, naming the flag that
+// resets it; --reset-query starts it afresh under the new one, and an unknown name is refused.
+func TestServeResetQuery(t *testing.T) {
+	url := postgresURL(t)
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	withWindow := func(window string) {
+		writeConfig(t, path, fmt.Sprintf("streams:\n  store: %q\n  queries:\n    limiter: {stream: api-requests, window: %s, quota: 2}\n", url, window))
+	}
+	serve := func(args ...string) (int, string) {
+		t.Helper()
+		var out syncBuffer
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		go func() {
+			done <- runServe(ctx, append([]string{"--config", path, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, args...), &out, &out)
+		}()
+		select {
+		case code := <-done: // refused at start
+			cancel()
+			return code, out.String()
+		case <-time.After(2 * time.Second): // serving: stop it
+			cancel()
+			return <-done, out.String()
+		}
+	}
+	withWindow("1s")
+	if code, out := serve(); code != 0 {
+		t.Fatalf("first start: exit %d\n%s", code, out)
+	}
+	withWindow("2s")
+	if code, out := serve(); code != 1 || !strings.Contains(out, "--reset-query limiter") {
+		t.Fatalf("start with a changed query: exit %d, want 1 naming --reset-query\n%s", code, out)
+	}
+	if code, out := serve("--reset-query", "nope"); code != 1 || !strings.Contains(out, "--reset-query nope: no such query") {
+		t.Fatalf("reset of an unknown query: exit %d\n%s", code, out)
+	}
+	if code, out := serve("--reset-query", "limiter"); code != 0 || !strings.Contains(out, "stream query reset") {
+		t.Fatalf("start with --reset-query: exit %d\n%s", code, out)
+	}
+	if code, out := serve(); code != 0 {
+		t.Fatalf("start after the reset: exit %d\n%s", code, out)
+	}
 }
