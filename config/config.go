@@ -13,6 +13,7 @@
 //	    period: 1m                 # or periodMs: 60000
 //	    burst: 20
 //	    nearCache: true            # answer this policy's denials locally until they end (shared stores)
+//	    lease: true                # spend leased slices of a hot key's limit locally (package lease)
 //	  gpt-4o:
 //	    failMode: closed
 //	    limits:
@@ -92,6 +93,9 @@ type Policy struct {
 	*sluice.Policy
 	FailMode  FailMode
 	NearCache bool
+	// Lease spends leased slices of a key's limit in the server (package lease): a hot key costs
+	// the store one call per lease instead of one per check.
+	Lease bool
 }
 
 // ErrConfig is what every error of this package matches with errors.Is.
@@ -153,6 +157,7 @@ type rawPolicy struct {
 	rawLimit  `yaml:",inline"`
 	FailMode  string     `yaml:"failMode"`
 	NearCache yaml.Node  `yaml:"nearCache"` // checked by buildPolicy, to name its path
+	Lease     yaml.Node  `yaml:"lease"`
 	Limits    []rawLimit `yaml:"limits"`
 }
 
@@ -279,6 +284,15 @@ func (c *Config) NearCache(policy string) bool {
 	return found && c.Policies[i].NearCache
 }
 
+// Lease reports whether the named policy's checks are answered from leases (package lease); false
+// for an unknown policy.
+func (c *Config) Lease(policy string) bool {
+	i, found := slices.BinarySearchFunc(c.Policies, policy, func(p Policy, name string) int {
+		return strings.Compare(p.Name(), name)
+	})
+	return found && c.Policies[i].Lease
+}
+
 // FailModeOf returns the fail mode of the named policy, or the file's for an unknown one.
 func (c *Config) FailModeOf(policy string) FailMode {
 	for _, p := range c.Policies {
@@ -298,6 +312,10 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 		}
 	}
 	near, err := boolean(path+".nearCache", &rp.NearCache)
+	if err != nil {
+		return Policy{}, err
+	}
+	leased, err := boolean(path+".lease", &rp.Lease)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -337,7 +355,7 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 		}
 		return Policy{}, fail(sluicePath(path, prefixes, written, ie.Field), "%s", ie.Reason)
 	}
-	return Policy{Policy: p, FailMode: mode, NearCache: near}, nil
+	return Policy{Policy: p, FailMode: mode, NearCache: near, Lease: leased}, nil
 }
 
 // boolean reads a true or false that a file may leave out (or set to null) for false.
@@ -586,7 +604,7 @@ var (
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
 		"periodMs", "period", "windowMs", "window", "timezone"}
-	policyKeys = append([]string{"failMode", "nearCache", "limits"}, limitKeys...)
+	policyKeys = append([]string{"failMode", "nearCache", "lease", "limits"}, limitKeys...)
 )
 
 // checkKeys rejects a mapping key the file format does not have, naming its path.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/nearcache"
 )
@@ -42,6 +43,7 @@ type Server struct {
 	lim     *sluice.Limiter
 	guard   *guard
 	metrics *metrics
+	leaser  *lease.Leaser // answers the checks of policies with lease: true; nil over the memory store
 
 	mu    sync.Mutex                  // serializes changes to the policy set, and guards extra
 	extra map[string][]*sluice.Policy // policies front ends add beside the config's, by owner
@@ -57,6 +59,11 @@ type Server struct {
 // it answers never touches the store: a local answer costs no store timer, and when the store
 // fails, the fail mode decides only what went to the store (the other keys of a CheckMany), not
 // what the cache already knew to be denied.
+//
+// Over those stores too, the policies with lease: true answer Check from leased slices of each
+// key's limit (package lease): one store call per lease, the rest decided in this process. A
+// Check that carries its own instant (AllowClientTime) goes to the store. Close returns what the
+// leases did not spend.
 func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store)}
 	if s.log == nil {
@@ -76,7 +83,19 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 		return nil, err
 	}
 	s.lim = lim
+	if _, local := store.(*memory.Store); !local {
+		s.leaser = lease.New(lim, lease.Config{})
+	}
 	return s, nil
+}
+
+// Close returns the unspent units of the policies' leases to the store (package lease) and stops
+// their background work, within ctx. It is idempotent; Checks after it go to the store.
+func (s *Server) Close(ctx context.Context) error {
+	if s.leaser == nil {
+		return nil
+	}
+	return s.leaser.Close(ctx)
 }
 
 // Config returns the configuration in force.
@@ -249,7 +268,11 @@ func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost 
 	start := time.Now()
 	ctx, err := s.at(ctx, now)
 	var d sluice.Decision
-	if err == nil {
+	switch {
+	case err != nil:
+	case now == 0 && s.leaser != nil && s.cfg.Load().Lease(policy):
+		d, err = s.leaser.Check(ctx, policy, key, cost)
+	default:
 		d, err = s.lim.Check(ctx, policy, key, cost)
 	}
 	a, n := outcome(d.Allowed)

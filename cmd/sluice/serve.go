@@ -159,6 +159,14 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Leases give back what they did not spend, before the store closes (deferred earlier).
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			log.Warn("sluice serve: returning unspent leases", "err", err)
+		}
+	}()
 	tokens, err := readTokens(f.authTokenFile)
 	if err != nil {
 		return err
