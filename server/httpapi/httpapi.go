@@ -14,6 +14,7 @@
 //	GET  /v1/streams/{stream}/windows?after=N&limit=M             → {"windows":[…]}
 //	GET  /v1/streams/{stream}/decisions?after=N&limit=M           → {"decisions":[…]}
 //	GET  /v1/streams/{stream}/decisions/watch?after=N             → Server-Sent Events, one per decision
+//	GET  /v1/streams/{stream}/windows/watch?after=N               → Server-Sent Events, one per window
 //	POST /v1/streams/{stream}/{kind}/pull {"group","consumer","limit"?,"leaseMs"?} → {"partition","lease","expiresAt",kind:[…]}
 //	POST /v1/streams/{stream}/{kind}/ack  {"group","lease","offset"}  → {}
 //	GET  /metrics, /healthz, /readyz
@@ -134,6 +135,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("GET", "/v1/streams/{stream}/windows", a.windows, true)
 	route("GET", "/v1/streams/{stream}/decisions", a.decisions, true)
 	route("GET", "/v1/streams/{stream}/decisions/watch", a.watchDecisions, true)
+	route("GET", "/v1/streams/{stream}/windows/watch", a.watchWindows, true)
 	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, true)
 	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, true)
 	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, false)

@@ -136,12 +136,22 @@ func afterParam(s, name string) (int64, error) {
 	return after, err
 }
 
-// watchDecisions streams a stream's decisions as Server-Sent Events, each "event: decision"
-// with its offset as the id, from after the Last-Event-ID header or else ?after. It polls the
-// backend every WatchPoll and ends when the client goes or the request's context ends (the
-// server cancels it at shutdown). A backend error ends it with an "event: error" carrying
-// {"error","code"}; the client resumes with Last-Event-ID.
 func (a *api) watchDecisions(w http.ResponseWriter, r *http.Request) {
+	watch(a, w, r, "decision", func(b stream.Backend) reader[stream.Decision] { return b.Decisions },
+		func(d stream.Decision) int64 { return d.Offset })
+}
+
+func (a *api) watchWindows(w http.ResponseWriter, r *http.Request) {
+	watch(a, w, r, "window", func(b stream.Backend) reader[stream.Window] { return b.Windows },
+		func(w stream.Window) int64 { return w.Offset })
+}
+
+// watch streams a stream's decisions or windows as Server-Sent Events, each "event: <event>" with
+// its offset as the id, from after the Last-Event-ID header or else ?after. It polls the backend
+// every WatchPoll and ends when the client goes or the request's context ends (the server cancels
+// it at shutdown). A backend error ends it with an "event: error" carrying {"error","code"}; the
+// client resumes with Last-Event-ID.
+func watch[T any](a *api, w http.ResponseWriter, r *http.Request, event string, of func(stream.Backend) reader[T], offset func(T) int64) {
 	b := a.streams(w)
 	if b == nil {
 		return
@@ -164,11 +174,12 @@ func (a *api) watchDecisions(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	read := of(b)
 	tick := time.NewTicker(WatchPoll)
 	defer tick.Stop()
 	quietSince := time.Now()
 	for {
-		ds, err := b.Decisions(ctx, name, after, MaxPageLimit)
+		items, err := read(ctx, name, after, MaxPageLimit)
 		if err != nil {
 			if ctx.Err() == nil {
 				_, code, msg := statusOf(err)
@@ -178,13 +189,13 @@ func (a *api) watchDecisions(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		for _, d := range ds {
-			data, _ := json.Marshal(d) // a Decision always encodes
-			fmt.Fprintf(w, "id: %d\nevent: decision\ndata: %s\n\n", d.Offset, data)
-			after = d.Offset
+		for _, it := range items {
+			data, _ := json.Marshal(it) // a Decision or a Window always encodes
+			after = offset(it)
+			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", after, event, data)
 		}
 		switch {
-		case len(ds) > 0:
+		case len(items) > 0:
 			quietSince = time.Now()
 		case time.Since(quietSince) >= watchKeepAlive:
 			fmt.Fprint(w, ": keep-alive\n\n")
@@ -193,7 +204,7 @@ func (a *api) watchDecisions(w http.ResponseWriter, r *http.Request) {
 		if rc.Flush() != nil {
 			return
 		}
-		if len(ds) == MaxPageLimit {
+		if len(items) == MaxPageLimit {
 			continue // more are waiting
 		}
 		select {

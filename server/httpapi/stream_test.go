@@ -233,8 +233,14 @@ type sseEvent struct{ id, event, data string }
 // watch opens a decisions watch of stream s and returns its events as they come; cancel ends it.
 func watch(t *testing.T, e *env, query string, header ...string) (<-chan sseEvent, context.CancelFunc) {
 	t.Helper()
+	return watchOf(t, e, "decisions", query, header...)
+}
+
+// watchOf is watch of stream s's decisions or windows (kind).
+func watchOf(t *testing.T, e *env, kind, query string, header ...string) (<-chan sseEvent, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/streams/s/decisions/watch"+query, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/streams/s/"+kind+"/watch"+query, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,5 +329,24 @@ func TestStreamWatch(t *testing.T) {
 	}
 	if r := e.do("GET", "/v1/streams/s/decisions/watch", "", "Last-Event-ID", "x"); r.status != 400 || !strings.Contains(errorOf(t, r).Error, "Last-Event-ID") {
 		t.Errorf("bad Last-Event-ID: %d %s", r.status, r.body)
+	}
+}
+
+// Windows are watched as decisions are: every closed window, in offset order, resumable.
+func TestStreamWindowsWatch(t *testing.T) {
+	t.Parallel()
+	e, mem := startStreams(t)
+	fill(t, mem, 4)
+	want, err := mem.Windows(context.Background(), "s", 0, 100)
+	if err != nil || len(want) != 4 {
+		t.Fatalf("windows %+v, %v", want, err)
+	}
+	events, _ := watchOf(t, e, "windows", "?after="+fmt.Sprint(want[0].Offset))
+	for _, w := range want[1:] {
+		ev := next(t, events)
+		var got stream.Window
+		if err := json.Unmarshal([]byte(ev.data), &got); err != nil || ev.event != "window" || ev.id != fmt.Sprint(w.Offset) || got != w {
+			t.Fatalf("event %+v (%v), want window %+v", ev, err, w)
+		}
 	}
 }
