@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/region"
 )
 
@@ -24,8 +25,8 @@ var threeRegions = []string{"mumbai", "frankfurt", "virginia"}
 // per minute.
 func fleet(t *testing.T, limit int64) map[string]*region.Coordinator {
 	t.Helper()
-	pool := needPool(t)
-	schema := scratchSchema(t, pool)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "region_test")
 	out := map[string]*region.Coordinator{}
 	for _, r := range threeRegions {
 		c, err := region.New(pool, region.Config{Schema: schema, Name: "partner", Region: r, Regions: threeRegions, Limit: limit, IntervalMs: minute})
@@ -149,10 +150,10 @@ func TestCoordinator(t *testing.T) {
 
 func TestCoordinatorKeepsLastShareWhenDown(t *testing.T) {
 	ctx := context.Background()
-	pool := needPool(t)
-	schema := scratchSchema(t, pool)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "region_test")
 	cfg := region.Config{Schema: schema, Name: "partner", Region: "mumbai", Regions: threeRegions, Limit: 900, IntervalMs: minute}
-	other := needPool(t) // this region's own connections, closed below
+	other := pgtest.Pool(t) // this region's own connections, closed below
 	c, err := region.New(other, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +237,8 @@ func TestPolicy(t *testing.T) {
 }
 
 func TestMigrations(t *testing.T) {
-	pool := needPool(t)
-	schema := scratchSchema(t, pool)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "region_test")
 	cfg := region.Config{Schema: schema, Name: "n", Region: "a", Regions: []string{"a"}, Limit: 1, IntervalMs: 1}
 	var wg sync.WaitGroup
 	for range 4 { // regions starting together apply each migration once

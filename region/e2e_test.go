@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
 	"github.com/sluicehq/sluice/region"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -94,11 +95,11 @@ func (rs *regionServer) send(t *testing.T, client *http.Client, start int64, n i
 // a minute with one region cut off from the database.
 func TestRegionsEndToEnd(t *testing.T) {
 	const limit = 900
-	admin := needPool(t)
-	schema := scratchSchema(t, admin)
+	admin := pgtest.Pool(t)
+	schema := pgtest.Schema(t, admin, "region_test")
 	servers := make([]*regionServer, len(threeRegions))
 	for i, name := range threeRegions {
-		pool := needPool(t) // a region's own connections, as a separate process would have
+		pool := pgtest.Pool(t) // a region's own connections, as a separate process would have
 		coord, err := region.New(pool, region.Config{Schema: schema, Name: "partner", Region: name,
 			Regions: threeRegions, Limit: limit, IntervalMs: minute})
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 const crashChildEnv = "SLUICE_STREAM_CRASH_CHILD" // the schema the child processes in
@@ -25,7 +27,7 @@ func TestCrashChild(t *testing.T) {
 	if schema == "" {
 		t.Skip("runs only as the crash test's child")
 	}
-	e, err := New(needPool(t), Config{Schema: schema})
+	e, err := New(pgtest.Pool(t), Config{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 // reported.
 func runAndKill(t *testing.T, schema string, d time.Duration) (int, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+schema, "SLUICE_POSTGRES_URL="+pgURL())
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+schema, "SLUICE_POSTGRES_URL="+pgtest.URL())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgtest"
 )
 
 // clocked is a backend with the clock its leases expire by, which the test moves by hand.
@@ -515,8 +516,8 @@ func TestPartition(t *testing.T) {
 // TestMigrationBackfillsPartitions upgrades a schema holding outputs of the first release: the
 // SQL backfill computes Partition exactly, and groups see the old outputs.
 func TestMigrationBackfillsPartitions(t *testing.T) {
-	pool := needPool(t)
-	schema := scratchSchema(t, pool)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "stream_test")
 	ctx := context.Background()
 	if err := migrateSchemaTo(ctx, pool, schema, 1); err != nil {
 		t.Fatal(err)

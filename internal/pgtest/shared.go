@@ -1,4 +1,4 @@
-package region_test
+package pgtest
 
 import (
 	"context"
@@ -12,21 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pgURL is the test database: SLUICE_POSTGRES_URL, else the local server.
-func pgURL() string {
+// URL is the shared test database, which tests use through schemas of their own:
+// SLUICE_POSTGRES_URL, else the local server.
+func URL() string {
 	if u := os.Getenv("SLUICE_POSTGRES_URL"); u != "" {
 		return u
 	}
 	return "postgres://postgres@127.0.0.1:5432/test"
 }
 
-// needPool connects to the test database, skipping the test without one (failing under CI=true).
-// The pool is closed when the test ends.
-func needPool(t testing.TB) *pgxpool.Pool {
+// Pool connects to URL, skipping the test without a database (failing it under CI=true). The pool
+// is closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, pgURL())
+	pool, err := pgxpool.New(ctx, URL())
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
@@ -35,9 +36,9 @@ func needPool(t testing.TB) *pgxpool.Pool {
 			pool.Close()
 		}
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("PostgreSQL required under CI at %s: %v", pgURL(), err)
+			t.Fatalf("PostgreSQL required under CI at %s: %v", URL(), err)
 		}
-		t.Skipf("no PostgreSQL at %s (set SLUICE_POSTGRES_URL): %v", pgURL(), err)
+		t.Skipf("no PostgreSQL at %s (set SLUICE_POSTGRES_URL): %v", URL(), err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -45,10 +46,11 @@ func needPool(t testing.TB) *pgxpool.Pool {
 
 var schemaSeq atomic.Int64
 
-// scratchSchema names a schema for this test alone, dropped (through pool) when the test ends.
-func scratchSchema(t testing.TB, pool *pgxpool.Pool) string {
+// Schema names a schema for this test alone, prefix_<pid>_<n>, and drops it through pool before
+// the test uses it and when the test ends.
+func Schema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
 	t.Helper()
-	name := fmt.Sprintf("region_test_%d_%d", os.Getpid(), schemaSeq.Add(1))
+	name := fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), schemaSeq.Add(1))
 	drop := func() {
 		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
 			t.Errorf("drop schema %s: %v", name, err)
