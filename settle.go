@@ -14,15 +14,15 @@ type Debiter interface {
 // but without the test, so the key may go into debt past its ceiling: its checks are then denied,
 // with a retryAfterMs saying when the limit's own rate will have paid the debt back. Limits that
 // count requests are left alone (the request was counted when it was checked). A cost above the
-// policy's MaxCost is allowed: debt has no ceiling. A store that cannot debit answers
-// ErrUnsupported.
+// policy's MaxCost is allowed: debt has no ceiling but 2^53, where float64 stops counting whole
+// units. A store that cannot debit answers ErrUnsupported.
 func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) error {
 	e, err := l.entry(policy)
 	if err != nil {
 		return err
 	}
-	if cost < 1 {
-		return invalid("cost", "must be at least 1, got %d", cost)
+	if cost < 1 || cost > maxParam {
+		return invalid("cost", "must be from 1 to 2^53, got %d", cost)
 	}
 	if err := checkKey(key); err != nil {
 		return err
@@ -41,10 +41,10 @@ func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) err
 // before it cost anything).
 func (l *Limiter) Settle(ctx context.Context, policy, key string, reserved, actual int64) error {
 	switch {
-	case reserved < 1:
-		return invalid("reserved", "must be at least 1, got %d", reserved)
-	case actual < 0:
-		return invalid("actual", "must not be negative, got %d", actual)
+	case reserved < 1 || reserved > maxParam:
+		return invalid("reserved", "must be from 1 to 2^53, got %d", reserved)
+	case actual < 0 || actual > maxParam:
+		return invalid("actual", "must be from 0 to 2^53, got %d", actual)
 	case actual < reserved:
 		return l.Refund(ctx, policy, key, reserved-actual)
 	case actual > reserved:

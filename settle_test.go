@@ -70,6 +70,8 @@ func TestSettleBadInput(t *testing.T) {
 		{name: "empty key, refund", policy: "gpt", key: "", reserved: 2, actual: 1, field: "key"},
 		{name: "empty key, debit", policy: "gpt", key: "", reserved: 1, actual: 2, field: "key"},
 		{name: "empty key, even", policy: "gpt", key: "", reserved: 1, actual: 1, field: "key"},
+		{name: "actual past 2^53", policy: "gpt", key: "k", reserved: 1, actual: 1<<53 + 1, field: "actual"},
+		{name: "reserved past 2^53", policy: "gpt", key: "k", reserved: 1<<53 + 1, actual: 1, field: "reserved"},
 		{name: "unknown policy", policy: "nope", key: "k", reserved: 1, actual: 2, err: sluice.ErrUnknownPolicy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
