@@ -141,6 +141,21 @@ func (g *guard) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	return err
 }
 
+// Debit implements sluice.Debiter when the store does; it answers sluice.ErrUnsupported otherwise.
+func (g *guard) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	d, ok := g.inner.(sluice.Debiter)
+	if !ok {
+		return sluice.ErrUnsupported
+	}
+	bounded, cancel := g.bound(ctx)
+	defer cancel()
+	err := d.Debit(bounded, now, p, key, cost)
+	if g.failed(ctx, bounded, err) {
+		return unavailable(err)
+	}
+	return err
+}
+
 func (g *guard) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	bounded, cancel := g.bound(ctx)
 	defer cancel()

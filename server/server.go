@@ -351,6 +351,18 @@ func (s *Server) Refund(ctx context.Context, now int64, policy, key string, cost
 	return err
 }
 
+// Settle ends a reservation of reserved units with what the work cost, actual: it refunds the
+// difference or debits the excess (sluice.Limiter.Settle).
+func (s *Server) Settle(ctx context.Context, now int64, policy, key string, reserved, actual int64) error {
+	start := time.Now()
+	ctx, err := s.at(ctx, now)
+	if err == nil {
+		err = s.lim.Settle(ctx, policy, key, reserved, actual)
+	}
+	s.observe("settle", start)
+	return err
+}
+
 // Reset forgets key under policy.
 func (s *Server) Reset(ctx context.Context, policy, key string) error {
 	start := time.Now()

@@ -114,6 +114,13 @@ func (s *service) Reset(ctx context.Context, req *sluicev1.ResetRequest) (*sluic
 	return &sluicev1.ResetResponse{}, nil
 }
 
+func (s *service) Settle(ctx context.Context, req *sluicev1.SettleRequest) (*sluicev1.SettleResponse, error) {
+	if err := s.srv.Settle(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), req.GetReserved(), req.GetActual()); err != nil {
+		return nil, Status(err)
+	}
+	return &sluicev1.SettleResponse{}, nil
+}
+
 func (s *service) Refund(ctx context.Context, req *sluicev1.RefundRequest) (*sluicev1.RefundResponse, error) {
 	if err := s.srv.Refund(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost())); err != nil {
 		return nil, Status(err)

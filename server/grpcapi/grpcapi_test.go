@@ -211,6 +211,17 @@ func TestRPCs(t *testing.T) {
 			want: single(true, 100, 71, t0+29*600, 0),
 		},
 		{
+			name:  "settle debits past the reservation",
+			setup: []*sluicev1.CheckRequest{partner("k", 50)},
+			call: func(ctx context.Context, c sluicev1.RateLimiterClient) (proto.Message, error) {
+				if _, err := c.Settle(ctx, &sluicev1.SettleRequest{Policy: "partner-api", Key: "k", Reserved: 50, Actual: 80, Now: t0}); err != nil {
+					return nil, err
+				}
+				return c.Peek(ctx, &sluicev1.PeekRequest{Policy: "partner-api", Key: "k", Now: t0})
+			},
+			want: single(true, 100, 20, t0+80*600, 0),
+		},
+		{
 			name:  "reset forgets",
 			setup: []*sluicev1.CheckRequest{partner("k", 100)},
 			call: func(ctx context.Context, c sluicev1.RateLimiterClient) (proto.Message, error) {

@@ -122,6 +122,25 @@ func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
 	return req, err
 }
 
+// settleRequest is the body of /v1/settle.
+type settleRequest struct {
+	Policy, Key      string
+	Reserved, Actual int64
+	Now              int64
+}
+
+func decodeSettle(data []byte) (settleRequest, error) {
+	var req settleRequest
+	err := decodeObject(data, "", []field{
+		{"policy", true, "a string", &req.Policy},
+		{"key", true, "a string", &req.Key},
+		{"reserved", true, "an integer", &req.Reserved},
+		{"actual", true, "an integer", &req.Actual},
+		{"now", false, "an integer (epoch ms)", &req.Now},
+	})
+	return req, err
+}
+
 // checkManyRequest is the body of /v1/check-many.
 type checkManyRequest struct {
 	Policy string

@@ -167,3 +167,32 @@ func FuzzDecodeAck(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeSettle feeds any body to the settle decoder: it may not panic, and whatever it
+// accepts encoding/json reads the same way.
+func FuzzDecodeSettle(f *testing.F) {
+	for _, seed := range []string{
+		`{"policy":"p","key":"k","reserved":300,"actual":120}`, `{"policy":"p","key":"k","reserved":1,"actual":0,"now":1}`,
+		`{"policy":"p","key":"k","reserved":1}`, `{"policy":"p","key":"k","reserved":1.5,"actual":1}`,
+		`{"policy":"p","key":"k","reserved":1,"actual":1,"cost":1}`, `{"policy":"p","key":"k","reserved":1,"reserved":2,"actual":1}`,
+		`[`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, err := decodeSettle(data)
+		if err != nil {
+			return
+		}
+		var want struct {
+			Policy   string `json:"policy"`
+			Key      string `json:"key"`
+			Reserved int64  `json:"reserved"`
+			Actual   int64  `json:"actual"`
+			Now      int64  `json:"now"`
+		}
+		if json.Unmarshal(data, &want) != nil || req != (settleRequest{want.Policy, want.Key, want.Reserved, want.Actual, want.Now}) {
+			t.Fatalf("decodeSettle(%q) = %+v, encoding/json reads %+v", data, req, want)
+		}
+	})
+}

@@ -8,6 +8,7 @@
 //	POST /v1/peek         {"policy","key","now"?}             → a decision
 //	POST /v1/forecast     {"policy","key","cost"?,"now"?}     → {"spendableNow","nextReplenishAt","fullAt"}
 //	POST /v1/refund       {"policy","key","cost"?,"now"?}     → {}
+//	POST /v1/settle       {"policy","key","reserved","actual","now"?} → {}
 //	POST /v1/reset        {"policy","key"}                    → {}
 //	GET  /v1/gate/{policy}?key=…&cost=…&denyStatus=…            → 200, or 429 (403 with denyStatus=403, for nginx), with RateLimit fields
 //	POST /v1/usage        {"events":[{"stream","key","cost"?,"at"?,"id"?}]} → {"appended"}
@@ -129,6 +130,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("POST", "/v1/peek", a.peek, true)
 	route("POST", "/v1/forecast", a.forecast, true)
 	route("POST", "/v1/refund", a.refund, true)
+	route("POST", "/v1/settle", a.settle, true)
 	route("POST", "/v1/reset", a.reset, true)
 	route("GET", "/v1/gate/{policy...}", a.gate, true)
 	route("POST", "/v1/usage", a.usage, true)
@@ -369,6 +371,23 @@ func (a *api) forecast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, f)
+}
+
+// settle ends a reservation: it refunds what the work did not use, or debits what it used past it.
+func (a *api) settle(w http.ResponseWriter, r *http.Request) {
+	data, err := a.body(w, r)
+	var req settleRequest
+	if err == nil {
+		req, err = decodeSettle(data)
+	}
+	if err == nil {
+		err = a.srv.Settle(r.Context(), req.Now, req.Policy, req.Key, req.Reserved, req.Actual)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 func (a *api) refund(w http.ResponseWriter, r *http.Request) {

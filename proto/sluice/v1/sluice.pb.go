@@ -898,6 +898,126 @@ func (*RefundResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_proto_rawDescGZIP(), []int{12}
 }
 
+// SettleRequest ends a reservation.
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of a configured policy.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key the reservation was checked for: 1 to 1024 bytes.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The units reserved by the earlier check: 1 to 2^53.
+	Reserved int64 `protobuf:"varint,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	// The units the work cost: 0 to 2^53.
+	Actual int64 `protobuf:"varint,4,opt,name=actual,proto3" json:"actual,omitempty"`
+	// The instant (epoch ms) to settle at; 0 means the server's clock. Honoured only when the server
+	// runs with --allow-client-time, and refused with INVALID_ARGUMENT otherwise.
+	Now           int64 `protobuf:"varint,5,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_sluice_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SettleRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *SettleRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SettleRequest) GetReserved() int64 {
+	if x != nil {
+		return x.Reserved
+	}
+	return 0
+}
+
+func (x *SettleRequest) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+func (x *SettleRequest) GetNow() int64 {
+	if x != nil {
+		return x.Now
+	}
+	return 0
+}
+
+// SettleResponse is the empty answer of Settle.
+type SettleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_sluice_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{14}
+}
+
 // UsageEvent is one request on a stream.
 type UsageEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -918,7 +1038,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_sluice_proto_msgTypes[13]
+	mi := &file_sluice_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1050,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[13]
+	mi := &file_sluice_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1063,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UsageEvent) GetStream() string {
@@ -992,7 +1112,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_sluice_proto_msgTypes[14]
+	mi := &file_sluice_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1124,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[14]
+	mi := &file_sluice_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1137,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecordRequest) GetEvents() []*UsageEvent {
@@ -1038,7 +1158,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_sluice_proto_msgTypes[15]
+	mi := &file_sluice_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1170,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[15]
+	mi := &file_sluice_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1183,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordResponse) GetAppended() int32 {
@@ -1089,7 +1209,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_sluice_proto_msgTypes[16]
+	mi := &file_sluice_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1221,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[16]
+	mi := &file_sluice_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1234,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchRequest) GetStream() string {
@@ -1156,7 +1276,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_sluice_proto_msgTypes[17]
+	mi := &file_sluice_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1288,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[17]
+	mi := &file_sluice_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1301,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchResponse) GetOffset() int64 {
@@ -1256,7 +1376,7 @@ type StreamWindow struct {
 
 func (x *StreamWindow) Reset() {
 	*x = StreamWindow{}
-	mi := &file_sluice_proto_msgTypes[18]
+	mi := &file_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1388,7 @@ func (x *StreamWindow) String() string {
 func (*StreamWindow) ProtoMessage() {}
 
 func (x *StreamWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[18]
+	mi := &file_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1401,7 @@ func (x *StreamWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWindow.ProtoReflect.Descriptor instead.
 func (*StreamWindow) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamWindow) GetOffset() int64 {
@@ -1366,7 +1486,7 @@ type StreamDecision struct {
 
 func (x *StreamDecision) Reset() {
 	*x = StreamDecision{}
-	mi := &file_sluice_proto_msgTypes[19]
+	mi := &file_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1498,7 @@ func (x *StreamDecision) String() string {
 func (*StreamDecision) ProtoMessage() {}
 
 func (x *StreamDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[19]
+	mi := &file_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1511,7 @@ func (x *StreamDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDecision.ProtoReflect.Descriptor instead.
 func (*StreamDecision) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{19}
+	return file_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamDecision) GetOffset() int64 {
@@ -1511,7 +1631,14 @@ const file_sluice_proto_rawDesc = "" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12\x10\n" +
 	"\x03now\x18\x04 \x01(\x03R\x03now\"\x10\n" +
-	"\x0eRefundResponse\"j\n" +
+	"\x0eRefundResponse\"\x7f\n" +
+	"\rSettleRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1a\n" +
+	"\breserved\x18\x03 \x01(\x03R\breserved\x12\x16\n" +
+	"\x06actual\x18\x04 \x01(\x03R\x06actual\x12\x10\n" +
+	"\x03now\x18\x05 \x01(\x03R\x03now\"\x10\n" +
+	"\x0eSettleResponse\"j\n" +
 	"\n" +
 	"UsageEvent\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x10\n" +
@@ -1555,7 +1682,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\tWatchKind\x12\x1a\n" +
 	"\x16WATCH_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WATCH_KIND_DECISIONS\x10\x01\x12\x16\n" +
-	"\x12WATCH_KIND_WINDOWS\x10\x022\xb6\x03\n" +
+	"\x12WATCH_KIND_WINDOWS\x10\x022\xf5\x03\n" +
 	"\vRateLimiter\x125\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x13.sluice.v1.Decision\x12F\n" +
 	"\tCheckMany\x12\x1b.sluice.v1.CheckManyRequest\x1a\x1c.sluice.v1.CheckManyResponse\x12;\n" +
@@ -1563,7 +1690,8 @@ const file_sluice_proto_rawDesc = "" +
 	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x13.sluice.v1.Decision\x12;\n" +
 	"\bForecast\x12\x1a.sluice.v1.ForecastRequest\x1a\x13.sluice.v1.Forecast\x12:\n" +
 	"\x05Reset\x12\x17.sluice.v1.ResetRequest\x1a\x18.sluice.v1.ResetResponse\x12=\n" +
-	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponse2\x84\x01\n" +
+	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponse\x12=\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2\x84\x01\n" +
 	"\x05Usage\x12=\n" +
 	"\x06Record\x12\x18.sluice.v1.RecordRequest\x1a\x19.sluice.v1.RecordResponse\x12<\n" +
 	"\x05Watch\x12\x17.sluice.v1.WatchRequest\x1a\x18.sluice.v1.WatchResponse0\x01B5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -1581,7 +1709,7 @@ func file_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_sluice_proto_goTypes = []any{
 	(WatchKind)(0),            // 0: sluice.v1.WatchKind
 	(*Decision)(nil),          // 1: sluice.v1.Decision
@@ -1597,22 +1725,24 @@ var file_sluice_proto_goTypes = []any{
 	(*ResetResponse)(nil),     // 11: sluice.v1.ResetResponse
 	(*RefundRequest)(nil),     // 12: sluice.v1.RefundRequest
 	(*RefundResponse)(nil),    // 13: sluice.v1.RefundResponse
-	(*UsageEvent)(nil),        // 14: sluice.v1.UsageEvent
-	(*RecordRequest)(nil),     // 15: sluice.v1.RecordRequest
-	(*RecordResponse)(nil),    // 16: sluice.v1.RecordResponse
-	(*WatchRequest)(nil),      // 17: sluice.v1.WatchRequest
-	(*WatchResponse)(nil),     // 18: sluice.v1.WatchResponse
-	(*StreamWindow)(nil),      // 19: sluice.v1.StreamWindow
-	(*StreamDecision)(nil),    // 20: sluice.v1.StreamDecision
+	(*SettleRequest)(nil),     // 14: sluice.v1.SettleRequest
+	(*SettleResponse)(nil),    // 15: sluice.v1.SettleResponse
+	(*UsageEvent)(nil),        // 16: sluice.v1.UsageEvent
+	(*RecordRequest)(nil),     // 17: sluice.v1.RecordRequest
+	(*RecordResponse)(nil),    // 18: sluice.v1.RecordResponse
+	(*WatchRequest)(nil),      // 19: sluice.v1.WatchRequest
+	(*WatchResponse)(nil),     // 20: sluice.v1.WatchResponse
+	(*StreamWindow)(nil),      // 21: sluice.v1.StreamWindow
+	(*StreamDecision)(nil),    // 22: sluice.v1.StreamDecision
 }
 var file_sluice_proto_depIdxs = []int32{
 	1,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
 	1,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
 	6,  // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
-	14, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
+	16, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
 	0,  // 4: sluice.v1.WatchRequest.kind:type_name -> sluice.v1.WatchKind
-	20, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
-	19, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
+	22, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
+	21, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
 	3,  // 7: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
 	4,  // 8: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
 	7,  // 9: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
@@ -1620,19 +1750,21 @@ var file_sluice_proto_depIdxs = []int32{
 	9,  // 11: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
 	10, // 12: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
 	12, // 13: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
-	15, // 14: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
-	17, // 15: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
-	1,  // 16: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
-	5,  // 17: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
-	1,  // 18: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
-	1,  // 19: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
-	2,  // 20: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
-	11, // 21: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
-	13, // 22: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
-	16, // 23: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
-	18, // 24: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
+	14, // 14: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
+	17, // 15: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
+	19, // 16: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
+	1,  // 17: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
+	5,  // 18: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
+	1,  // 19: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
+	1,  // 20: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
+	2,  // 21: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
+	11, // 22: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
+	13, // 23: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
+	15, // 24: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
+	18, // 25: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
+	20, // 26: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
+	17, // [17:27] is the sub-list for method output_type
+	7,  // [7:17] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1643,7 +1775,7 @@ func file_sluice_proto_init() {
 	if File_sluice_proto != nil {
 		return
 	}
-	file_sluice_proto_msgTypes[17].OneofWrappers = []any{
+	file_sluice_proto_msgTypes[19].OneofWrappers = []any{
 		(*WatchResponse_Decision)(nil),
 		(*WatchResponse_Window)(nil),
 	}
@@ -1653,7 +1785,7 @@ func file_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_proto_rawDesc), len(file_sluice_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

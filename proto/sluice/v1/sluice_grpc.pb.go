@@ -26,6 +26,7 @@ const (
 	RateLimiter_Forecast_FullMethodName  = "/sluice.v1.RateLimiter/Forecast"
 	RateLimiter_Reset_FullMethodName     = "/sluice.v1.RateLimiter/Reset"
 	RateLimiter_Refund_FullMethodName    = "/sluice.v1.RateLimiter/Refund"
+	RateLimiter_Settle_FullMethodName    = "/sluice.v1.RateLimiter/Settle"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -60,6 +61,10 @@ type RateLimiterClient interface {
 	// Refund gives cost units back to a key, to the limits that count cost, never past a limit's
 	// ceiling.
 	Refund(ctx context.Context, in *RefundRequest, opts ...grpc.CallOption) (*RefundResponse, error)
+	// Settle ends a reservation of reserved units, checked earlier, with what the work cost: it
+	// refunds the difference, or debits the excess, which may leave the key in debt and delay its
+	// next checks. UNIMPLEMENTED when the store cannot debit.
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -140,6 +145,16 @@ func (c *rateLimiterClient) Refund(ctx context.Context, in *RefundRequest, opts 
 	return out, nil
 }
 
+func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -172,6 +187,10 @@ type RateLimiterServer interface {
 	// Refund gives cost units back to a key, to the limits that count cost, never past a limit's
 	// ceiling.
 	Refund(context.Context, *RefundRequest) (*RefundResponse, error)
+	// Settle ends a reservation of reserved units, checked earlier, with what the work cost: it
+	// refunds the difference, or debits the excess, which may leave the key in debt and delay its
+	// next checks. UNIMPLEMENTED when the store cannot debit.
+	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -202,6 +221,9 @@ func (UnimplementedRateLimiterServer) Reset(context.Context, *ResetRequest) (*Re
 }
 func (UnimplementedRateLimiterServer) Refund(context.Context, *RefundRequest) (*RefundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Refund not implemented")
+}
+func (UnimplementedRateLimiterServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -350,6 +372,24 @@ func _RateLimiter_Refund_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -384,6 +424,10 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Refund",
 			Handler:    _RateLimiter_Refund_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _RateLimiter_Settle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
