@@ -109,6 +109,13 @@ type (
 		Items []sluice.Item `json:"items"`
 		Now   int64         `json:"now,omitempty"`
 	}
+	settleRequest struct {
+		Policy   string `json:"policy"`
+		Key      string `json:"key"`
+		Reserved int64  `json:"reserved"`
+		Actual   int64  `json:"actual"`
+		Now      int64  `json:"now,omitempty"`
+	}
 )
 
 // Check consumes cost for key under the named policy, as sluice.Limiter.Check. An instant set with
@@ -212,6 +219,12 @@ func (c *Client) Forecast(ctx context.Context, policy, key string, cost int64) (
 // Refund gives cost units back to key under the named policy, as sluice.Limiter.Refund.
 func (c *Client) Refund(ctx context.Context, policy, key string, cost int64) error {
 	return c.call(ctx, "/v1/refund", keyRequest{Policy: policy, Key: key, Cost: &cost, Now: sluice.NowFrom(ctx)}, nil)
+}
+
+// Settle ends a reservation of reserved units with what the work cost, actual, as
+// sluice.Limiter.Settle: it refunds the difference or debits the excess.
+func (c *Client) Settle(ctx context.Context, policy, key string, reserved, actual int64) error {
+	return c.call(ctx, "/v1/settle", settleRequest{Policy: policy, Key: key, Reserved: reserved, Actual: actual, Now: sluice.NowFrom(ctx)}, nil)
 }
 
 // Reset forgets key under the named policy, as sluice.Limiter.Reset. Reset takes no instant, so an

@@ -24,6 +24,7 @@ type api interface {
 	Peek(ctx context.Context, policy, key string) (sluice.Decision, error)
 	Forecast(ctx context.Context, policy, key string, cost int64) (sluice.Forecast, error)
 	Refund(ctx context.Context, policy, key string, cost int64) error
+	Settle(ctx context.Context, policy, key string, reserved, actual int64) error
 	Reset(ctx context.Context, policy, key string) error
 }
 
@@ -86,6 +87,10 @@ func TestMirrorsLimiter(t *testing.T) {
 			func(ctx context.Context, a api) (any, error) { return a.Forecast(ctx, "api", "k", 2) },
 			func(ctx context.Context, a api) (any, error) { return nil, a.Refund(ctx, "api", "k", 2) },
 			func(ctx context.Context, a api) (any, error) { return a.Peek(ctx, "api", "k") },
+			func(ctx context.Context, a api) (any, error) { return nil, a.Settle(ctx, "api", "k", 1, 3) },
+			func(ctx context.Context, a api) (any, error) { return a.Peek(ctx, "api", "k") },
+			func(ctx context.Context, a api) (any, error) { return nil, a.Settle(ctx, "api", "k", 3, 1) },
+			func(ctx context.Context, a api) (any, error) { return a.Peek(ctx, "api", "k") },
 			func(ctx context.Context, a api) (any, error) { return nil, a.Reset(ctx, "api", "k") },
 			func(ctx context.Context, a api) (any, error) { return a.Forecast(ctx, "api", "k", 1) },
 		}},
@@ -105,6 +110,8 @@ func TestMirrorsLimiter(t *testing.T) {
 				return a.CheckAll(ctx, sluice.Item{Policy: "api", Key: "a", Cost: 1}, sluice.Item{Policy: "api", Key: "", Cost: 1})
 			},
 			func(ctx context.Context, a api) (any, error) { return nil, a.Refund(ctx, "api", "k", 0) },
+			func(ctx context.Context, a api) (any, error) { return nil, a.Settle(ctx, "api", "k", 0, 1) },
+			func(ctx context.Context, a api) (any, error) { return nil, a.Settle(ctx, "nope", "k", 1, 2) },
 			func(ctx context.Context, a api) (any, error) { return a.Forecast(ctx, "nope", "k", 1) },
 		}},
 	}
@@ -271,6 +278,7 @@ func TestFailOpenAndClosed(t *testing.T) {
 		}, sluice.Decision{Allowed: true, DeniedBy: -1, Parts: []sluice.Decision{{Allowed: true, DeniedBy: -1}, {Allowed: true, DeniedBy: -1}}}},
 		{"Peek", func(c *client.Client) (any, error) { return c.Peek(context.Background(), "api", "k") }, nil},
 		{"Forecast", func(c *client.Client) (any, error) { return c.Forecast(context.Background(), "api", "k", 1) }, nil},
+		{"Settle", func(c *client.Client) (any, error) { return nil, c.Settle(context.Background(), "api", "k", 2, 1) }, nil},
 		{"Refund", func(c *client.Client) (any, error) { return nil, c.Refund(context.Background(), "api", "k", 1) }, nil},
 		{"Reset", func(c *client.Client) (any, error) { return nil, c.Reset(context.Background(), "api", "k") }, nil},
 	}
@@ -423,6 +431,7 @@ func TestWithNow(t *testing.T) {
 			return err
 		}, true},
 		{"Refund", "/v1/refund", func(ctx context.Context, c *client.Client) error { return c.Refund(ctx, "api", "k", 1) }, true},
+		{"Settle", "/v1/settle", func(ctx context.Context, c *client.Client) error { return c.Settle(ctx, "api", "k", 2, 1) }, true},
 		{"Reset", "/v1/reset", func(ctx context.Context, c *client.Client) error { return c.Reset(ctx, "api", "k") }, false},
 	}
 	for _, tt := range tests {

@@ -71,6 +71,9 @@ type fakeRequest struct {
 	Cost   *int64        `json:"cost"`
 	Items  []sluice.Item `json:"items"`
 	Now    *int64        `json:"now"`
+	// Settle's
+	Reserved int64 `json:"reserved"`
+	Actual   int64 `json:"actual"`
 }
 
 func (f *fake) fail(status int, raw string) {
@@ -195,6 +198,9 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/refund":
 		err = f.lim.Refund(ctx, req.Policy, req.Key, cost)
 		out = struct{}{}
+	case "/v1/settle":
+		err = f.lim.Settle(ctx, req.Policy, req.Key, req.Reserved, req.Actual)
+		out = struct{}{}
 	case "/v1/reset":
 		err = f.lim.Reset(ctx, req.Policy, req.Key)
 		out = struct{}{}
@@ -224,6 +230,7 @@ var routeFields = map[string]map[string]bool{
 	"/v1/peek":       {"policy": true, "key": true, "now": false},
 	"/v1/forecast":   {"policy": true, "key": true, "cost": false, "now": false},
 	"/v1/refund":     {"policy": true, "key": true, "cost": false, "now": false},
+	"/v1/settle":     {"policy": true, "key": true, "reserved": true, "actual": true, "now": false},
 	"/v1/reset":      {"policy": true, "key": true},
 }
 
