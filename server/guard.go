@@ -141,6 +141,15 @@ func (g *guard) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	return err
 }
 
+// check counts a store failure of a call that has no fail mode (concurrency limits): it is
+// ErrUnavailable, and anything else, a holder not holding its slot included, is as it was.
+func (g *guard) check(parent, ctx context.Context, err error) error {
+	if errors.Is(err, sluice.ErrNotHeld) || !g.failed(parent, ctx, err) {
+		return err
+	}
+	return unavailable(err)
+}
+
 // Debit implements sluice.Debiter when the store does; it answers sluice.ErrUnsupported otherwise.
 func (g *guard) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	d, ok := g.inner.(sluice.Debiter)

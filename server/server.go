@@ -200,6 +200,7 @@ const (
 	CodeNotFound           // unknown policy: HTTP 404, gRPC NOT_FOUND
 	CodeUnavailable        // the store could not answer and the policy fails closed: 503, UNAVAILABLE
 	CodeUnimplemented      // the store does not support the operation for the strategy: 501, UNIMPLEMENTED
+	CodeNotHeld            // a heartbeat of a concurrency slot not held: 409, FAILED_PRECONDITION
 	CodeInternal           // anything else: 500, INTERNAL
 )
 
@@ -216,6 +217,8 @@ func CodeOf(err error) Code {
 		return CodeUnavailable
 	case errors.Is(err, sluice.ErrUnsupported):
 		return CodeUnimplemented
+	case errors.Is(err, sluice.ErrNotHeld):
+		return CodeNotHeld
 	}
 	return CodeInternal
 }

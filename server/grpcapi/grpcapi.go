@@ -28,11 +28,12 @@ import (
 // bound as the HTTP API's, so that one call cannot hold the store for long.
 const MaxBatch = 1000
 
-// Register registers on gs the RateLimiter service answered by srv, the standard health service
-// (grpc.health.v1.Health: SERVING while srv.Ready succeeds, NOT_SERVING otherwise, for the whole
-// server "" and for sluice.v1.RateLimiter) and server reflection.
+// Register registers on gs the RateLimiter and Concurrency services answered by srv, the
+// standard health service (grpc.health.v1.Health: SERVING while srv.Ready succeeds, NOT_SERVING
+// otherwise, for the whole server "" and for sluice.v1.RateLimiter) and server reflection.
 func Register(gs *grpc.Server, srv *server.Server) {
 	sluicev1.RegisterRateLimiterServer(gs, &service{srv: srv})
+	sluicev1.RegisterConcurrencyServer(gs, &concurrency{srv: srv})
 	healthgrpc.RegisterHealthServer(gs, newHealth(srv))
 	reflection.Register(gs)
 }
@@ -168,6 +169,8 @@ func Status(err error) error {
 		code = codes.Unavailable
 	case server.CodeUnimplemented:
 		code = codes.Unimplemented
+	case server.CodeNotHeld:
+		code = codes.FailedPrecondition
 	default:
 		// The caller gave up: its own cancellation or deadline is no fault of the server's.
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

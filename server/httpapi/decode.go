@@ -141,6 +141,39 @@ func decodeSettle(data []byte) (settleRequest, error) {
 	return req, err
 }
 
+// slotRequest is the body of /v1/admit, /v1/heartbeat and /v1/release: each takes the fields its
+// operation needs (slotOp), and no other.
+type slotRequest struct {
+	Name, Key, Holder string
+	Limit, TTLMs      int64
+	Now               int64
+}
+
+type slotOp int
+
+const (
+	slotAdmit slotOp = iota
+	slotHeartbeat
+	slotRelease
+)
+
+func decodeSlot(data []byte, op slotOp) (slotRequest, error) {
+	var req slotRequest
+	fields := []field{
+		{"name", true, "a string", &req.Name},
+		{"key", true, "a string", &req.Key},
+		{"holder", true, "a string", &req.Holder},
+	}
+	if op == slotAdmit {
+		fields = append(fields, field{"limit", true, "an integer", &req.Limit})
+	}
+	if op != slotRelease {
+		fields = append(fields, field{"ttlMs", true, "an integer", &req.TTLMs}, field{"now", false, "an integer (epoch ms)", &req.Now})
+	}
+	err := decodeObject(data, "", fields)
+	return req, err
+}
+
 // checkManyRequest is the body of /v1/check-many.
 type checkManyRequest struct {
 	Policy string

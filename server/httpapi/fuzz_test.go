@@ -196,3 +196,34 @@ func FuzzDecodeSettle(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeSlot feeds any body to the decoder of the concurrency routes: it may not panic, and
+// whatever it accepts encoding/json reads the same way.
+func FuzzDecodeSlot(f *testing.F) {
+	for _, seed := range []string{
+		`{"name":"n","key":"k","holder":"h","limit":2,"ttlMs":1000}`, `{"name":"n","key":"k","holder":"h","ttlMs":1000,"now":5}`,
+		`{"name":"n","key":"k","holder":"h"}`, `{"name":"n","key":"k","holder":"h","limit":1.5,"ttlMs":1}`,
+		`{"name":"n","key":"k","holder":"h","holder":"i"}`, `[`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, op := range []slotOp{slotAdmit, slotHeartbeat, slotRelease} {
+			req, err := decodeSlot(data, op)
+			if err != nil {
+				continue
+			}
+			var want struct {
+				Name   string `json:"name"`
+				Key    string `json:"key"`
+				Holder string `json:"holder"`
+				Limit  int64  `json:"limit"`
+				TTLMs  int64  `json:"ttlMs"`
+				Now    int64  `json:"now"`
+			}
+			if json.Unmarshal(data, &want) != nil || req != (slotRequest{want.Name, want.Key, want.Holder, want.Limit, want.TTLMs, want.Now}) {
+				t.Fatalf("decodeSlot(%q, %d) = %+v, encoding/json reads %+v", data, op, req, want)
+			}
+		}
+	})
+}

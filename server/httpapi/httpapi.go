@@ -9,6 +9,9 @@
 //	POST /v1/forecast     {"policy","key","cost"?,"now"?}     → {"spendableNow","nextReplenishAt","fullAt"}
 //	POST /v1/refund       {"policy","key","cost"?,"now"?}     → {}
 //	POST /v1/settle       {"policy","key","reserved","actual","now"?} → {}
+//	POST /v1/admit        {"name","key","holder","limit","ttlMs","now"?} → {"allowed","inFlight","limit","retryAfterMs"}
+//	POST /v1/heartbeat    {"name","key","holder","ttlMs","now"?}  → {}, or 409 not_held
+//	POST /v1/release      {"name","key","holder"}              → {}
 //	POST /v1/reset        {"policy","key"}                    → {}
 //	GET  /v1/gate/{policy}?key=…&cost=…&denyStatus=…            → 200, or 429 (403 with denyStatus=403, for nginx), with RateLimit fields
 //	POST /v1/usage        {"events":[{"stream","key","cost"?,"at"?,"id"?}]} → {"appended"}
@@ -86,6 +89,7 @@ const (
 	CodeTooLarge         = "too_large"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeLeaseLost        = "lease_lost"
+	CodeNotHeld          = "not_held"
 )
 
 // ErrorBody is the body of every error answer.
@@ -131,6 +135,9 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("POST", "/v1/forecast", a.forecast, true)
 	route("POST", "/v1/refund", a.refund, true)
 	route("POST", "/v1/settle", a.settle, true)
+	route("POST", "/v1/admit", a.admit, true)
+	route("POST", "/v1/heartbeat", a.heartbeat, true)
+	route("POST", "/v1/release", a.release, true)
 	route("POST", "/v1/reset", a.reset, true)
 	route("GET", "/v1/gate/{policy...}", a.gate, true)
 	route("POST", "/v1/usage", a.usage, true)
@@ -180,6 +187,8 @@ func statusOf(err error) (int, string, string) {
 		return http.StatusServiceUnavailable, CodeUnavailable, err.Error()
 	case server.CodeUnimplemented:
 		return http.StatusNotImplemented, CodeUnimplemented, err.Error()
+	case server.CodeNotHeld:
+		return http.StatusConflict, CodeNotHeld, err.Error()
 	}
 	// The text of an unexpected error may describe the store's internals: keep it off the wire.
 	return http.StatusInternalServerError, CodeInternal, "httpapi: internal error"
@@ -371,6 +380,52 @@ func (a *api) forecast(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, f)
+}
+
+// admit, heartbeat and release are concurrency limits (sluice.Concurrency).
+func (a *api) admit(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeSlot(w, r, slotAdmit)
+	var ad sluice.Admission
+	if err == nil {
+		ad, err = a.srv.Admit(r.Context(), req.Now, req.Name, req.Key, req.Holder, req.Limit, req.TTLMs)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ad)
+}
+
+func (a *api) heartbeat(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeSlot(w, r, slotHeartbeat)
+	if err == nil {
+		err = a.srv.Heartbeat(r.Context(), req.Now, req.Name, req.Key, req.Holder, req.TTLMs)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request) {
+	req, err := a.decodeSlot(w, r, slotRelease)
+	if err == nil {
+		err = a.srv.Release(r.Context(), req.Name, req.Key, req.Holder)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *api) decodeSlot(w http.ResponseWriter, r *http.Request, op slotOp) (slotRequest, error) {
+	data, err := a.body(w, r)
+	if err != nil {
+		return slotRequest{}, err
+	}
+	return decodeSlot(data, op)
 }
 
 // settle ends a reservation: it refunds what the work did not use, or debits what it used past it.

@@ -74,6 +74,385 @@ func (WatchKind) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_proto_rawDescGZIP(), []int{0}
 }
 
+// AdmitRequest asks for a slot.
+type AdmitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Separates uses of the same keys, as a policy name does: 1 to 1024 bytes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The key whose holders are counted: 1 to 1024 bytes.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The caller's ID, unique among the key's holders: 1 to 1024 bytes.
+	Holder string `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// At most this many holders at once: at least 1.
+	Limit int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The lease: the slot is the holder's until this many ms from now, unless renewed.
+	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The instant (epoch ms) to decide at; 0 means the store's clock. Honoured only when the server
+	// runs with --allow-client-time.
+	Now           int64 `protobuf:"varint,6,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitRequest) Reset() {
+	*x = AdmitRequest{}
+	mi := &file_sluice_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitRequest) ProtoMessage() {}
+
+func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
+func (*AdmitRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AdmitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AdmitRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *AdmitRequest) GetNow() int64 {
+	if x != nil {
+		return x.Now
+	}
+	return 0
+}
+
+// Admission is the answer to Admit.
+type Admission struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the holder holds a slot now (new or renewed).
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// How many unexpired holders the key has, this one included when allowed.
+	InFlight int64 `protobuf:"varint,2,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// The limit Admit was given.
+	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// When denied, how long (ms) until the earliest lease of the key expires: a hint. 0 when allowed.
+	RetryAfterMs  int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Admission) Reset() {
+	*x = Admission{}
+	mi := &file_sluice_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Admission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Admission) ProtoMessage() {}
+
+func (x *Admission) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Admission.ProtoReflect.Descriptor instead.
+func (*Admission) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Admission) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *Admission) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *Admission) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Admission) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+// HeartbeatRequest extends a lease.
+type HeartbeatRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key    string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Holder string                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The lease's new length from now, in ms.
+	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// As in AdmitRequest.
+	Now           int64 `protobuf:"varint,5,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatRequest) Reset() {
+	*x = HeartbeatRequest{}
+	mi := &file_sluice_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatRequest) ProtoMessage() {}
+
+func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HeartbeatRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *HeartbeatRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetNow() int64 {
+	if x != nil {
+		return x.Now
+	}
+	return 0
+}
+
+// HeartbeatResponse is the empty answer of Heartbeat.
+type HeartbeatResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatResponse) Reset() {
+	*x = HeartbeatResponse{}
+	mi := &file_sluice_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResponse) ProtoMessage() {}
+
+func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{3}
+}
+
+// ReleaseRequest gives a slot back.
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Holder        string                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_sluice_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleaseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+// ReleaseResponse is the empty answer of Release.
+type ReleaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_sluice_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{5}
+}
+
 // Decision is the answer to one check.
 type Decision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -100,7 +479,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_sluice_proto_msgTypes[0]
+	mi := &file_sluice_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +491,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[0]
+	mi := &file_sluice_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +504,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{0}
+	return file_sluice_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Decision) GetAllowed() bool {
@@ -193,7 +572,7 @@ type Forecast struct {
 
 func (x *Forecast) Reset() {
 	*x = Forecast{}
-	mi := &file_sluice_proto_msgTypes[1]
+	mi := &file_sluice_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +584,7 @@ func (x *Forecast) String() string {
 func (*Forecast) ProtoMessage() {}
 
 func (x *Forecast) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[1]
+	mi := &file_sluice_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +597,7 @@ func (x *Forecast) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forecast.ProtoReflect.Descriptor instead.
 func (*Forecast) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{1}
+	return file_sluice_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Forecast) GetSpendableNow() int64 {
@@ -260,7 +639,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_sluice_proto_msgTypes[2]
+	mi := &file_sluice_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +651,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[2]
+	mi := &file_sluice_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +664,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{2}
+	return file_sluice_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CheckRequest) GetPolicy() string {
@@ -334,7 +713,7 @@ type CheckManyRequest struct {
 
 func (x *CheckManyRequest) Reset() {
 	*x = CheckManyRequest{}
-	mi := &file_sluice_proto_msgTypes[3]
+	mi := &file_sluice_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +725,7 @@ func (x *CheckManyRequest) String() string {
 func (*CheckManyRequest) ProtoMessage() {}
 
 func (x *CheckManyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[3]
+	mi := &file_sluice_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +738,7 @@ func (x *CheckManyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckManyRequest.ProtoReflect.Descriptor instead.
 func (*CheckManyRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{3}
+	return file_sluice_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckManyRequest) GetPolicy() string {
@@ -401,7 +780,7 @@ type CheckManyResponse struct {
 
 func (x *CheckManyResponse) Reset() {
 	*x = CheckManyResponse{}
-	mi := &file_sluice_proto_msgTypes[4]
+	mi := &file_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +792,7 @@ func (x *CheckManyResponse) String() string {
 func (*CheckManyResponse) ProtoMessage() {}
 
 func (x *CheckManyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[4]
+	mi := &file_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +805,7 @@ func (x *CheckManyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckManyResponse.ProtoReflect.Descriptor instead.
 func (*CheckManyResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{4}
+	return file_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckManyResponse) GetDecisions() []*Decision {
@@ -451,7 +830,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_sluice_proto_msgTypes[5]
+	mi := &file_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +842,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[5]
+	mi := &file_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +855,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{5}
+	return file_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Item) GetPolicy() string {
@@ -514,7 +893,7 @@ type CheckAllRequest struct {
 
 func (x *CheckAllRequest) Reset() {
 	*x = CheckAllRequest{}
-	mi := &file_sluice_proto_msgTypes[6]
+	mi := &file_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +905,7 @@ func (x *CheckAllRequest) String() string {
 func (*CheckAllRequest) ProtoMessage() {}
 
 func (x *CheckAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[6]
+	mi := &file_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +918,7 @@ func (x *CheckAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAllRequest.ProtoReflect.Descriptor instead.
 func (*CheckAllRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{6}
+	return file_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckAllRequest) GetItems() []*Item {
@@ -572,7 +951,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_sluice_proto_msgTypes[7]
+	mi := &file_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +963,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[7]
+	mi := &file_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +976,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{7}
+	return file_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PeekRequest) GetPolicy() string {
@@ -639,7 +1018,7 @@ type ForecastRequest struct {
 
 func (x *ForecastRequest) Reset() {
 	*x = ForecastRequest{}
-	mi := &file_sluice_proto_msgTypes[8]
+	mi := &file_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +1030,7 @@ func (x *ForecastRequest) String() string {
 func (*ForecastRequest) ProtoMessage() {}
 
 func (x *ForecastRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[8]
+	mi := &file_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +1043,7 @@ func (x *ForecastRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForecastRequest.ProtoReflect.Descriptor instead.
 func (*ForecastRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ForecastRequest) GetPolicy() string {
@@ -708,7 +1087,7 @@ type ResetRequest struct {
 
 func (x *ResetRequest) Reset() {
 	*x = ResetRequest{}
-	mi := &file_sluice_proto_msgTypes[9]
+	mi := &file_sluice_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +1099,7 @@ func (x *ResetRequest) String() string {
 func (*ResetRequest) ProtoMessage() {}
 
 func (x *ResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[9]
+	mi := &file_sluice_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +1112,7 @@ func (x *ResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
 func (*ResetRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResetRequest) GetPolicy() string {
@@ -759,7 +1138,7 @@ type ResetResponse struct {
 
 func (x *ResetResponse) Reset() {
 	*x = ResetResponse{}
-	mi := &file_sluice_proto_msgTypes[10]
+	mi := &file_sluice_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1150,7 @@ func (x *ResetResponse) String() string {
 func (*ResetResponse) ProtoMessage() {}
 
 func (x *ResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[10]
+	mi := &file_sluice_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1163,7 @@ func (x *ResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
 func (*ResetResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_proto_rawDescGZIP(), []int{16}
 }
 
 // RefundRequest gives units back to a key.
@@ -805,7 +1184,7 @@ type RefundRequest struct {
 
 func (x *RefundRequest) Reset() {
 	*x = RefundRequest{}
-	mi := &file_sluice_proto_msgTypes[11]
+	mi := &file_sluice_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1196,7 @@ func (x *RefundRequest) String() string {
 func (*RefundRequest) ProtoMessage() {}
 
 func (x *RefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[11]
+	mi := &file_sluice_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1209,7 @@ func (x *RefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
 func (*RefundRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RefundRequest) GetPolicy() string {
@@ -870,7 +1249,7 @@ type RefundResponse struct {
 
 func (x *RefundResponse) Reset() {
 	*x = RefundResponse{}
-	mi := &file_sluice_proto_msgTypes[12]
+	mi := &file_sluice_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1261,7 @@ func (x *RefundResponse) String() string {
 func (*RefundResponse) ProtoMessage() {}
 
 func (x *RefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[12]
+	mi := &file_sluice_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1274,7 @@ func (x *RefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundResponse.ProtoReflect.Descriptor instead.
 func (*RefundResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_proto_rawDescGZIP(), []int{18}
 }
 
 // SettleRequest ends a reservation.
@@ -918,7 +1297,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_sluice_proto_msgTypes[13]
+	mi := &file_sluice_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1309,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[13]
+	mi := &file_sluice_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1322,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SettleRequest) GetPolicy() string {
@@ -990,7 +1369,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_sluice_proto_msgTypes[14]
+	mi := &file_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1381,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[14]
+	mi := &file_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1394,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 // UsageEvent is one request on a stream.
@@ -1038,7 +1417,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_sluice_proto_msgTypes[15]
+	mi := &file_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1429,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[15]
+	mi := &file_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1442,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UsageEvent) GetStream() string {
@@ -1112,7 +1491,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_sluice_proto_msgTypes[16]
+	mi := &file_sluice_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1503,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[16]
+	mi := &file_sluice_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1516,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RecordRequest) GetEvents() []*UsageEvent {
@@ -1158,7 +1537,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_sluice_proto_msgTypes[17]
+	mi := &file_sluice_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1549,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[17]
+	mi := &file_sluice_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1562,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RecordResponse) GetAppended() int32 {
@@ -1209,7 +1588,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_sluice_proto_msgTypes[18]
+	mi := &file_sluice_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1600,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[18]
+	mi := &file_sluice_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1613,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchRequest) GetStream() string {
@@ -1276,7 +1655,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_sluice_proto_msgTypes[19]
+	mi := &file_sluice_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1667,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[19]
+	mi := &file_sluice_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1680,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{19}
+	return file_sluice_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchResponse) GetOffset() int64 {
@@ -1376,7 +1755,7 @@ type StreamWindow struct {
 
 func (x *StreamWindow) Reset() {
 	*x = StreamWindow{}
-	mi := &file_sluice_proto_msgTypes[20]
+	mi := &file_sluice_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1767,7 @@ func (x *StreamWindow) String() string {
 func (*StreamWindow) ProtoMessage() {}
 
 func (x *StreamWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[20]
+	mi := &file_sluice_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1780,7 @@ func (x *StreamWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWindow.ProtoReflect.Descriptor instead.
 func (*StreamWindow) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{20}
+	return file_sluice_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamWindow) GetOffset() int64 {
@@ -1486,7 +1865,7 @@ type StreamDecision struct {
 
 func (x *StreamDecision) Reset() {
 	*x = StreamDecision{}
-	mi := &file_sluice_proto_msgTypes[21]
+	mi := &file_sluice_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1877,7 @@ func (x *StreamDecision) String() string {
 func (*StreamDecision) ProtoMessage() {}
 
 func (x *StreamDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[21]
+	mi := &file_sluice_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1890,7 @@ func (x *StreamDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDecision.ProtoReflect.Descriptor instead.
 func (*StreamDecision) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{21}
+	return file_sluice_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamDecision) GetOffset() int64 {
@@ -1581,7 +1960,31 @@ var File_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\fsluice.proto\x12\tsluice.v1\"\xe1\x01\n" +
+	"\fsluice.proto\x12\tsluice.v1\"\x8b\x01\n" +
+	"\fAdmitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12\x15\n" +
+	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x10\n" +
+	"\x03now\x18\x06 \x01(\x03R\x03now\"~\n" +
+	"\tAdmission\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1b\n" +
+	"\tin_flight\x18\x02 \x01(\x03R\binFlight\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12$\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\x03R\fretryAfterMs\"y\n" +
+	"\x10HeartbeatRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x10\n" +
+	"\x03now\x18\x05 \x01(\x03R\x03now\"\x13\n" +
+	"\x11HeartbeatResponse\"N\n" +
+	"\x0eReleaseRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\tR\x06holder\"\x11\n" +
+	"\x0fReleaseResponse\"\xe1\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1691,7 +2094,11 @@ const file_sluice_proto_rawDesc = "" +
 	"\bForecast\x12\x1a.sluice.v1.ForecastRequest\x1a\x13.sluice.v1.Forecast\x12:\n" +
 	"\x05Reset\x12\x17.sluice.v1.ResetRequest\x1a\x18.sluice.v1.ResetResponse\x12=\n" +
 	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponse\x12=\n" +
-	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2\x84\x01\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2\xcf\x01\n" +
+	"\vConcurrency\x126\n" +
+	"\x05Admit\x12\x17.sluice.v1.AdmitRequest\x1a\x14.sluice.v1.Admission\x12F\n" +
+	"\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12@\n" +
+	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse2\x84\x01\n" +
 	"\x05Usage\x12=\n" +
 	"\x06Record\x12\x18.sluice.v1.RecordRequest\x1a\x19.sluice.v1.RecordResponse\x12<\n" +
 	"\x05Watch\x12\x17.sluice.v1.WatchRequest\x1a\x18.sluice.v1.WatchResponse0\x01B5Z3github.com/sluicehq/sluice/proto/sluice/v1;sluicev1b\x06proto3"
@@ -1709,62 +2116,74 @@ func file_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_sluice_proto_goTypes = []any{
 	(WatchKind)(0),            // 0: sluice.v1.WatchKind
-	(*Decision)(nil),          // 1: sluice.v1.Decision
-	(*Forecast)(nil),          // 2: sluice.v1.Forecast
-	(*CheckRequest)(nil),      // 3: sluice.v1.CheckRequest
-	(*CheckManyRequest)(nil),  // 4: sluice.v1.CheckManyRequest
-	(*CheckManyResponse)(nil), // 5: sluice.v1.CheckManyResponse
-	(*Item)(nil),              // 6: sluice.v1.Item
-	(*CheckAllRequest)(nil),   // 7: sluice.v1.CheckAllRequest
-	(*PeekRequest)(nil),       // 8: sluice.v1.PeekRequest
-	(*ForecastRequest)(nil),   // 9: sluice.v1.ForecastRequest
-	(*ResetRequest)(nil),      // 10: sluice.v1.ResetRequest
-	(*ResetResponse)(nil),     // 11: sluice.v1.ResetResponse
-	(*RefundRequest)(nil),     // 12: sluice.v1.RefundRequest
-	(*RefundResponse)(nil),    // 13: sluice.v1.RefundResponse
-	(*SettleRequest)(nil),     // 14: sluice.v1.SettleRequest
-	(*SettleResponse)(nil),    // 15: sluice.v1.SettleResponse
-	(*UsageEvent)(nil),        // 16: sluice.v1.UsageEvent
-	(*RecordRequest)(nil),     // 17: sluice.v1.RecordRequest
-	(*RecordResponse)(nil),    // 18: sluice.v1.RecordResponse
-	(*WatchRequest)(nil),      // 19: sluice.v1.WatchRequest
-	(*WatchResponse)(nil),     // 20: sluice.v1.WatchResponse
-	(*StreamWindow)(nil),      // 21: sluice.v1.StreamWindow
-	(*StreamDecision)(nil),    // 22: sluice.v1.StreamDecision
+	(*AdmitRequest)(nil),      // 1: sluice.v1.AdmitRequest
+	(*Admission)(nil),         // 2: sluice.v1.Admission
+	(*HeartbeatRequest)(nil),  // 3: sluice.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil), // 4: sluice.v1.HeartbeatResponse
+	(*ReleaseRequest)(nil),    // 5: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),   // 6: sluice.v1.ReleaseResponse
+	(*Decision)(nil),          // 7: sluice.v1.Decision
+	(*Forecast)(nil),          // 8: sluice.v1.Forecast
+	(*CheckRequest)(nil),      // 9: sluice.v1.CheckRequest
+	(*CheckManyRequest)(nil),  // 10: sluice.v1.CheckManyRequest
+	(*CheckManyResponse)(nil), // 11: sluice.v1.CheckManyResponse
+	(*Item)(nil),              // 12: sluice.v1.Item
+	(*CheckAllRequest)(nil),   // 13: sluice.v1.CheckAllRequest
+	(*PeekRequest)(nil),       // 14: sluice.v1.PeekRequest
+	(*ForecastRequest)(nil),   // 15: sluice.v1.ForecastRequest
+	(*ResetRequest)(nil),      // 16: sluice.v1.ResetRequest
+	(*ResetResponse)(nil),     // 17: sluice.v1.ResetResponse
+	(*RefundRequest)(nil),     // 18: sluice.v1.RefundRequest
+	(*RefundResponse)(nil),    // 19: sluice.v1.RefundResponse
+	(*SettleRequest)(nil),     // 20: sluice.v1.SettleRequest
+	(*SettleResponse)(nil),    // 21: sluice.v1.SettleResponse
+	(*UsageEvent)(nil),        // 22: sluice.v1.UsageEvent
+	(*RecordRequest)(nil),     // 23: sluice.v1.RecordRequest
+	(*RecordResponse)(nil),    // 24: sluice.v1.RecordResponse
+	(*WatchRequest)(nil),      // 25: sluice.v1.WatchRequest
+	(*WatchResponse)(nil),     // 26: sluice.v1.WatchResponse
+	(*StreamWindow)(nil),      // 27: sluice.v1.StreamWindow
+	(*StreamDecision)(nil),    // 28: sluice.v1.StreamDecision
 }
 var file_sluice_proto_depIdxs = []int32{
-	1,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
-	1,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
-	6,  // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
-	16, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
+	7,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
+	7,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
+	12, // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
+	22, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
 	0,  // 4: sluice.v1.WatchRequest.kind:type_name -> sluice.v1.WatchKind
-	22, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
-	21, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
-	3,  // 7: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	4,  // 8: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
-	7,  // 9: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
-	8,  // 10: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
-	9,  // 11: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
-	10, // 12: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
-	12, // 13: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
-	14, // 14: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
-	17, // 15: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
-	19, // 16: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
-	1,  // 17: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
-	5,  // 18: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
-	1,  // 19: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
-	1,  // 20: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
-	2,  // 21: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
-	11, // 22: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
-	13, // 23: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
-	15, // 24: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
-	18, // 25: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
-	20, // 26: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
+	28, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
+	27, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
+	9,  // 7: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	10, // 8: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
+	13, // 9: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
+	14, // 10: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
+	15, // 11: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
+	16, // 12: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
+	18, // 13: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
+	20, // 14: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
+	1,  // 15: sluice.v1.Concurrency.Admit:input_type -> sluice.v1.AdmitRequest
+	3,  // 16: sluice.v1.Concurrency.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
+	5,  // 17: sluice.v1.Concurrency.Release:input_type -> sluice.v1.ReleaseRequest
+	23, // 18: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
+	25, // 19: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
+	7,  // 20: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
+	11, // 21: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
+	7,  // 22: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
+	7,  // 23: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
+	8,  // 24: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
+	17, // 25: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
+	19, // 26: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
+	21, // 27: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
+	2,  // 28: sluice.v1.Concurrency.Admit:output_type -> sluice.v1.Admission
+	4,  // 29: sluice.v1.Concurrency.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
+	6,  // 30: sluice.v1.Concurrency.Release:output_type -> sluice.v1.ReleaseResponse
+	24, // 31: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
+	26, // 32: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
+	20, // [20:33] is the sub-list for method output_type
+	7,  // [7:20] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1775,7 +2194,7 @@ func file_sluice_proto_init() {
 	if File_sluice_proto != nil {
 		return
 	}
-	file_sluice_proto_msgTypes[19].OneofWrappers = []any{
+	file_sluice_proto_msgTypes[25].OneofWrappers = []any{
 		(*WatchResponse_Decision)(nil),
 		(*WatchResponse_Window)(nil),
 	}
@@ -1785,9 +2204,9 @@ func file_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_proto_rawDesc), len(file_sluice_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   28,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_sluice_proto_goTypes,
 		DependencyIndexes: file_sluice_proto_depIdxs,

@@ -435,6 +435,198 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Concurrency_Admit_FullMethodName     = "/sluice.v1.Concurrency/Admit"
+	Concurrency_Heartbeat_FullMethodName = "/sluice.v1.Concurrency/Heartbeat"
+	Concurrency_Release_FullMethodName   = "/sluice.v1.Concurrency/Release"
+)
+
+// ConcurrencyClient is the client API for Concurrency service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Concurrency limits how many holders may be in flight at once per key, with leases that a dead
+// holder loses after their TTL. UNIMPLEMENTED when the store has no concurrency limits.
+type ConcurrencyClient interface {
+	// Admit takes one of limit slots of (name, key) for holder, or renews the slot it holds.
+	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*Admission, error)
+	// Heartbeat extends holder's lease; FAILED_PRECONDITION when it holds no slot (its lease ran
+	// out): the holder must stop, or Admit again.
+	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// Release frees holder's slot; releasing a slot not held does nothing.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+}
+
+type concurrencyClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewConcurrencyClient(cc grpc.ClientConnInterface) ConcurrencyClient {
+	return &concurrencyClient{cc}
+}
+
+func (c *concurrencyClient) Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*Admission, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Admission)
+	err := c.cc.Invoke(ctx, Concurrency_Admit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *concurrencyClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HeartbeatResponse)
+	err := c.cc.Invoke(ctx, Concurrency_Heartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *concurrencyClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, Concurrency_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ConcurrencyServer is the server API for Concurrency service.
+// All implementations must embed UnimplementedConcurrencyServer
+// for forward compatibility.
+//
+// Concurrency limits how many holders may be in flight at once per key, with leases that a dead
+// holder loses after their TTL. UNIMPLEMENTED when the store has no concurrency limits.
+type ConcurrencyServer interface {
+	// Admit takes one of limit slots of (name, key) for holder, or renews the slot it holds.
+	Admit(context.Context, *AdmitRequest) (*Admission, error)
+	// Heartbeat extends holder's lease; FAILED_PRECONDITION when it holds no slot (its lease ran
+	// out): the holder must stop, or Admit again.
+	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// Release frees holder's slot; releasing a slot not held does nothing.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	mustEmbedUnimplementedConcurrencyServer()
+}
+
+// UnimplementedConcurrencyServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedConcurrencyServer struct{}
+
+func (UnimplementedConcurrencyServer) Admit(context.Context, *AdmitRequest) (*Admission, error) {
+	return nil, status.Error(codes.Unimplemented, "method Admit not implemented")
+}
+func (UnimplementedConcurrencyServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedConcurrencyServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedConcurrencyServer) mustEmbedUnimplementedConcurrencyServer() {}
+func (UnimplementedConcurrencyServer) testEmbeddedByValue()                     {}
+
+// UnsafeConcurrencyServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ConcurrencyServer will
+// result in compilation errors.
+type UnsafeConcurrencyServer interface {
+	mustEmbedUnimplementedConcurrencyServer()
+}
+
+func RegisterConcurrencyServer(s grpc.ServiceRegistrar, srv ConcurrencyServer) {
+	// If the following call panics, it indicates UnimplementedConcurrencyServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Concurrency_ServiceDesc, srv)
+}
+
+func _Concurrency_Admit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdmitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConcurrencyServer).Admit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Concurrency_Admit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConcurrencyServer).Admit(ctx, req.(*AdmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Concurrency_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConcurrencyServer).Heartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Concurrency_Heartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConcurrencyServer).Heartbeat(ctx, req.(*HeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Concurrency_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConcurrencyServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Concurrency_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConcurrencyServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Concurrency_ServiceDesc is the grpc.ServiceDesc for Concurrency service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Concurrency_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "sluice.v1.Concurrency",
+	HandlerType: (*ConcurrencyServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Admit",
+			Handler:    _Concurrency_Admit_Handler,
+		},
+		{
+			MethodName: "Heartbeat",
+			Handler:    _Concurrency_Heartbeat_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _Concurrency_Release_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "sluice.proto",
+}
+
+const (
 	Usage_Record_FullMethodName = "/sluice.v1.Usage/Record"
 	Usage_Watch_FullMethodName  = "/sluice.v1.Usage/Watch"
 )

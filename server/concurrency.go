@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Admit takes one of limit slots of (name, key) for holder until its lease of ttlMs ends, or
+// renews holder's slot (sluice.Concurrency). A store without concurrency limits answers
+// sluice.ErrUnsupported.
+func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
+	start := time.Now()
+	defer s.observe("admit", start)
+	ctx, err := s.at(ctx, now)
+	if err != nil {
+		return sluice.Admission{}, err
+	}
+	c, ok := s.guard.inner.(sluice.Concurrency)
+	if !ok {
+		return sluice.Admission{}, sluice.ErrUnsupported
+	}
+	bounded, cancel := s.guard.bound(ctx)
+	defer cancel()
+	a, err := c.Admit(bounded, sluice.NowFrom(ctx), name, key, holder, limit, ttlMs)
+	return a, s.guard.check(ctx, bounded, err)
+}
+
+// Release frees holder's slot of (name, key); releasing a slot not held does nothing.
+func (s *Server) Release(ctx context.Context, name, key, holder string) error {
+	start := time.Now()
+	defer s.observe("release", start)
+	c, ok := s.guard.inner.(sluice.Concurrency)
+	if !ok {
+		return sluice.ErrUnsupported
+	}
+	bounded, cancel := s.guard.bound(ctx)
+	defer cancel()
+	return s.guard.check(ctx, bounded, c.Release(bounded, name, key, holder))
+}
+
+// Heartbeat extends holder's lease of a slot of (name, key) to ttlMs from now, or answers
+// sluice.ErrNotHeld when the holder holds none (its lease ran out: it must stop, or Admit again).
+func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder string, ttlMs int64) error {
+	start := time.Now()
+	defer s.observe("heartbeat", start)
+	ctx, err := s.at(ctx, now)
+	if err != nil {
+		return err
+	}
+	c, ok := s.guard.inner.(sluice.Concurrency)
+	if !ok {
+		return sluice.ErrUnsupported
+	}
+	bounded, cancel := s.guard.bound(ctx)
+	defer cancel()
+	return s.guard.check(ctx, bounded, c.Heartbeat(bounded, sluice.NowFrom(ctx), name, key, holder, ttlMs))
+}
