@@ -109,6 +109,14 @@ type (
 		Items []sluice.Item `json:"items"`
 		Now   int64         `json:"now,omitempty"`
 	}
+	slotRequest struct {
+		Name   string `json:"name"`
+		Key    string `json:"key"`
+		Holder string `json:"holder"`
+		Limit  int64  `json:"limit,omitempty"`
+		TTLMs  int64  `json:"ttlMs,omitempty"`
+		Now    int64  `json:"now,omitempty"`
+	}
 	settleRequest struct {
 		Policy   string `json:"policy"`
 		Key      string `json:"key"`
@@ -225,6 +233,26 @@ func (c *Client) Refund(ctx context.Context, policy, key string, cost int64) err
 // sluice.Limiter.Settle: it refunds the difference or debits the excess.
 func (c *Client) Settle(ctx context.Context, policy, key string, reserved, actual int64) error {
 	return c.call(ctx, "/v1/settle", settleRequest{Policy: policy, Key: key, Reserved: reserved, Actual: actual, Now: sluice.NowFrom(ctx)}, nil)
+}
+
+// Admit takes one of limit concurrency slots of (name, key) for holder until its lease of ttlMs
+// ends, or renews the slot holder holds (sluice.Concurrency). It never fails open: a failure is
+// the caller's to decide on.
+func (c *Client) Admit(ctx context.Context, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
+	var a sluice.Admission
+	err := c.call(ctx, "/v1/admit", slotRequest{Name: name, Key: key, Holder: holder, Limit: limit, TTLMs: ttlMs, Now: sluice.NowFrom(ctx)}, &a)
+	return a, err
+}
+
+// Heartbeat extends holder's lease of a slot of (name, key) to ttlMs from now; an error matching
+// sluice.ErrNotHeld means the lease ran out, and the holder must stop or Admit again.
+func (c *Client) Heartbeat(ctx context.Context, name, key, holder string, ttlMs int64) error {
+	return c.call(ctx, "/v1/heartbeat", slotRequest{Name: name, Key: key, Holder: holder, TTLMs: ttlMs, Now: sluice.NowFrom(ctx)}, nil)
+}
+
+// Release frees holder's slot of (name, key).
+func (c *Client) Release(ctx context.Context, name, key, holder string) error {
+	return c.call(ctx, "/v1/release", slotRequest{Name: name, Key: key, Holder: holder}, nil)
 }
 
 // Reset forgets key under the named policy, as sluice.Limiter.Reset. Reset takes no instant, so an
@@ -367,6 +395,8 @@ func errorFrom(path string, resp *http.Response) error {
 		return invalidFrom(body.Error)
 	case code == "not_found":
 		e.err = sluice.ErrUnknownPolicy
+	case code == "not_held":
+		e.err = sluice.ErrNotHeld
 	case code == "unauthorized":
 		e.err = ErrUnauthorized
 	case code == "unimplemented":

@@ -1,0 +1,52 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server/httpapi"
+)
+
+// The client's concurrency calls against a real server over the memory store.
+func TestConcurrency(t *testing.T) {
+	srv := httptest.NewServer(newServer(t, httpapi.Options{}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv.URL, client.Options{})
+	ctx := context.Background()
+	admit := func(holder string) sluice.Admission {
+		t.Helper()
+		a, err := c.Admit(ctx, "jobs", "tenant", holder, 2, 60_000)
+		if err != nil {
+			t.Fatalf("Admit(%s): %v", holder, err)
+		}
+		return a
+	}
+	if a := admit("a"); !a.Allowed || a.InFlight != 1 || a.Limit != 2 {
+		t.Fatalf("first: %+v", a)
+	}
+	admit("b")
+	if a := admit("c"); a.Allowed || a.InFlight != 2 || a.RetryAfterMs <= 0 {
+		t.Fatalf("third: %+v, want denied with a retry", a)
+	}
+	if err := c.Release(ctx, "jobs", "tenant", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if a := admit("c"); !a.Allowed {
+		t.Fatalf("after a's release: %+v", a)
+	}
+	if err := c.Heartbeat(ctx, "jobs", "tenant", "b", 60_000); err != nil {
+		t.Fatalf("b's heartbeat: %v", err)
+	}
+	if err := c.Heartbeat(ctx, "jobs", "tenant", "a", 60_000); !errors.Is(err, sluice.ErrNotHeld) {
+		t.Fatalf("a's heartbeat after its release: %v, want ErrNotHeld", err)
+	}
+	_, err := c.Admit(ctx, "jobs", "tenant", "d", 0, 60_000)
+	var ie *sluice.InvalidError
+	if !errors.As(err, &ie) || ie.Field != "limit" {
+		t.Fatalf("limit 0: %v, want an InvalidError naming limit", err)
+	}
+}
