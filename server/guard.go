@@ -69,11 +69,19 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %v", sluice.ErrUnavailable, err)
 }
 
+// leasing marks the context of a check taking a lease (Server.Check): a store failure is then
+// returned as ErrUnavailable, not decided by the fail mode, since an allowed answer would be taken
+// for units the store granted. The server applies the fail mode to the check itself.
+type leasing struct{}
+
 func (g *guard) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	bounded, cancel := g.bound(ctx)
 	defer cancel()
 	d, err := g.inner.Check(bounded, now, p, key, cost)
 	if g.failed(ctx, bounded, err) {
+		if ctx.Value(leasing{}) != nil {
+			return sluice.Decision{}, unavailable(err)
+		}
 		return g.decide(err, p)
 	}
 	return d, err

@@ -72,3 +72,50 @@ func TestLeasedPolicy(t *testing.T) {
 		t.Errorf("after Close the store counts %d units spent, want the 10,010 admitted", spent)
 	}
 }
+
+// failingStore fails every Check while fail is set, as a store that cannot be reached.
+type failingStore struct {
+	countingStore
+	fail atomic.Bool
+}
+
+func (f *failingStore) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if f.fail.Load() {
+		return sluice.Decision{}, sluice.ErrUnavailable
+	}
+	return f.countingStore.Check(ctx, now, p, key, cost)
+}
+
+// While the store is down, a leased policy fails open check by check, as any policy does, and
+// takes no lease for what the store never granted: once it is back, the store counts every unit
+// the checks spent.
+func TestLeasedPolicyFailsOpenWithoutLease(t *testing.T) {
+	store := &failingStore{countingStore: countingStore{Store: memStore(t)}}
+	srv, err := server.New(parse(t, leaseConfig), store, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store.fail.Store(true)
+	for range 3 {
+		if d, err := srv.Check(ctx, 0, "hot", "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check while the store is down: %+v, %v; want allowed (fail open)", d, err)
+		}
+	}
+	store.fail.Store(false)
+	for range 100 {
+		if d, err := srv.Check(ctx, 0, "hot", "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("check once the store is back: %+v, %v", d, err)
+		}
+	}
+	if err := srv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := srv.Peek(ctx, 0, "hot", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spent := 1_000_000 - d.Remaining; spent != 100 {
+		t.Errorf("the store counts %d units spent, want the 100 admitted while it answered", spent)
+	}
+}

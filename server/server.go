@@ -274,7 +274,10 @@ func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost 
 	switch {
 	case err != nil:
 	case now == 0 && s.leaser != nil && s.cfg.Load().Lease(policy):
-		d, err = s.leaser.Check(ctx, policy, key, cost)
+		d, err = s.leaser.Check(context.WithValue(ctx, leasing{}, true), policy, key, cost)
+		if p, ok := s.lim.Policy(policy); ok && errors.Is(err, sluice.ErrUnavailable) && ctx.Err() == nil {
+			d, err = s.guard.decide(err, p) // the check, not the lease, fails open or closed
+		}
 	default:
 		d, err = s.lim.Check(ctx, policy, key, cost)
 	}
