@@ -51,8 +51,15 @@ func fastPoll(t *testing.T) {
 // client of it. The server's Stop waits for its handlers, so none outlives the test.
 func startUsage(t *testing.T, b stream.Backend, opts ...grpc.ServerOption) (*grpc.Server, sluicev1.UsageClient) {
 	t.Helper()
+	gs, c, _ := serveUsage(t, b, opts...)
+	return gs, c
+}
+
+// serveUsage is startUsage, also returning the function RegisterUsage returned.
+func serveUsage(t *testing.T, b stream.Backend, opts ...grpc.ServerOption) (*grpc.Server, sluicev1.UsageClient, func()) {
+	t.Helper()
 	gs := grpc.NewServer(append(opts, grpc.WaitForHandlers(true))...)
-	grpcapi.RegisterUsage(gs, b)
+	end := grpcapi.RegisterUsage(gs, b)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +71,7 @@ func startUsage(t *testing.T, b stream.Backend, opts ...grpc.ServerOption) (*grp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return gs, sluicev1.NewUsageClient(conn)
+	return gs, sluicev1.NewUsageClient(conn), end
 }
 
 func newMemory(t *testing.T) *stream.MemoryEngine {
@@ -533,22 +540,9 @@ func TestUsageRegistration(t *testing.T) {
 // open streams, returns at once; a watch begun after it is refused UNAVAILABLE.
 func TestUsageEndWatches(t *testing.T) {
 	fastPoll(t)
-	gs := grpc.NewServer()
 	b := newMemory(t)
 	emit(t, b, "k", t0, 1, 0) // one decision, so that the watch has sent something before end
-	end := grpcapi.RegisterUsage(gs, b)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := sluicev1.NewUsageClient(conn)
+	gs, client, end := serveUsage(t, b)
 
 	w, err := client.Watch(context.Background(), &sluicev1.WatchRequest{Stream: "s"})
 	if err != nil {
