@@ -17,9 +17,9 @@ func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string,
 	if err != nil {
 		return sluice.Admission{}, err
 	}
-	c, ok := s.guard.inner.(sluice.Concurrency)
-	if !ok {
-		return sluice.Admission{}, sluice.ErrUnsupported
+	c, err := s.concurrency()
+	if err != nil {
+		return sluice.Admission{}, err
 	}
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
@@ -31,9 +31,9 @@ func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string,
 func (s *Server) Release(ctx context.Context, name, key, holder string) error {
 	start := time.Now()
 	defer s.observe("release", start)
-	c, ok := s.guard.inner.(sluice.Concurrency)
-	if !ok {
-		return sluice.ErrUnsupported
+	c, err := s.concurrency()
+	if err != nil {
+		return err
 	}
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
@@ -49,11 +49,20 @@ func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder str
 	if err != nil {
 		return err
 	}
-	c, ok := s.guard.inner.(sluice.Concurrency)
-	if !ok {
-		return sluice.ErrUnsupported
+	c, err := s.concurrency()
+	if err != nil {
+		return err
 	}
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
 	return s.guard.check(ctx, bounded, c.Heartbeat(bounded, sluice.NowFrom(ctx), name, key, holder, ttlMs))
+}
+
+// concurrency is the store's concurrency limits, or sluice.ErrUnsupported.
+func (s *Server) concurrency() (sluice.Concurrency, error) {
+	c, ok := s.guard.inner.(sluice.Concurrency)
+	if !ok {
+		return nil, sluice.ErrUnsupported
+	}
+	return c, nil
 }
