@@ -43,6 +43,27 @@ type Forecast struct {
 	FullAt int64 `json:"fullAt"`
 }
 
+// Verdict is the decision of a single limit without the fields its policy fixes: Limit, and
+// DeniedBy, which is -1 when allowed and 0 when denied. It is four words, so a Go function returns it
+// in registers; a Decision is too big for that and goes through memory, copied at every return, and
+// on the hot path those copies cost more than the decision itself. Stores and package algo decide
+// in Verdicts; Decision builds the full answer.
+type Verdict struct {
+	Allowed      bool
+	Remaining    int64
+	ResetAt      int64
+	RetryAfterMs int64
+}
+
+// Decision is the Decision of v under a limit of the given ceiling.
+func (v Verdict) Decision(limit int64) Decision {
+	deniedBy := 0
+	if v.Allowed {
+		deniedBy = -1
+	}
+	return Decision{Allowed: v.Allowed, Limit: limit, Remaining: v.Remaining, ResetAt: v.ResetAt, RetryAfterMs: v.RetryAfterMs, DeniedBy: deniedBy}
+}
+
 // Combine folds the decisions of several parts that were checked together, all or nothing, into
 // one. It is how a store reports a composite policy, and how CheckAll reports its items.
 //

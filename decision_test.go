@@ -188,3 +188,21 @@ func TestDecisionJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestVerdictDecision(t *testing.T) {
+	tests := []struct {
+		name string
+		v    sluice.Verdict
+		want sluice.Decision
+	}{
+		{"allowed", sluice.Verdict{Allowed: true, Remaining: 4, ResetAt: 1000}, allowedPart(10, 4, 1000)},
+		{"denied", sluice.Verdict{Remaining: 0, ResetAt: 2000, RetryAfterMs: 300}, deniedPart(10, 0, 2000, 300)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.v.Decision(10); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decision(10) = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -213,3 +213,10 @@ func ExampleWithNow() {
 	// +500ms allowed=false retryAfterMs=500
 	// +1000ms allowed=true retryAfterMs=0
 }
+
+func ExampleVerdict_Decision() {
+	v := sluice.Verdict{Remaining: 0, ResetAt: 1_700_000_060_000, RetryAfterMs: 250}
+	d := v.Decision(5)
+	fmt.Println(d.Allowed, d.Limit, d.DeniedBy, d.RetryAfter())
+	// Output: false 5 0 250ms
+}

@@ -32,6 +32,14 @@ type Store interface {
 	Reset(ctx context.Context, p *Policy, key string) error
 }
 
+// VerdictStore is implemented by a Store that can decide a policy of one limit as a Verdict.
+// Limiter.Check uses it for such policies, which spares the copies of a Decision through memory
+// that returning one costs (see Verdict); the memory store implements it.
+type VerdictStore interface {
+	// CheckVerdict is Check for a policy of exactly one limit.
+	CheckVerdict(ctx context.Context, now int64, p *Policy, key string, cost int64) (Verdict, error)
+}
+
 // Op is one check of CheckAll, resolved to its policy.
 type Op struct {
 	Policy *Policy

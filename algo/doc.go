@@ -26,20 +26,20 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-func allow(limit, remaining, resetAt int64) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: limit, Remaining: max(remaining, 0), ResetAt: resetAt, DeniedBy: -1}
+func allow(remaining, resetAt int64) sluice.Verdict {
+	return sluice.Verdict{Allowed: true, Remaining: max(remaining, 0), ResetAt: resetAt}
 }
 
-func deny(limit, remaining, resetAt, retryAfter int64) sluice.Decision {
-	return sluice.Decision{Limit: limit, Remaining: max(remaining, 0), ResetAt: resetAt, RetryAfterMs: retryAfter}
+func deny(remaining, resetAt, retryAfter int64) sluice.Verdict {
+	return sluice.Verdict{Remaining: max(remaining, 0), ResetAt: resetAt, RetryAfterMs: retryAfter}
 }
 
 // peek is the decision a Peek reports: whether a check of cost 1 would pass and what is left now.
 func peek(ok bool, limit, remaining, resetAt, retryAfter int64) sluice.Decision {
 	if ok {
-		return allow(limit, remaining, resetAt)
+		return allow(remaining, resetAt).Decision(limit)
 	}
-	return deny(limit, remaining, resetAt, retryAfter)
+	return deny(remaining, resetAt, retryAfter).Decision(limit)
 }
 
 func ceil(x float64) int64 { return int64(math.Ceil(x)) }
@@ -60,6 +60,10 @@ func atMost(x, hi float64) float64 {
 	return x
 }
 func floor(x float64) int64 { return int64(math.Floor(x)) }
+
+// whole is max(floor(x), 0), the whole units left of x, without the rounding: truncation differs
+// from floor only below zero, where both are clamped to 0. Decisions report their Remaining so.
+func whole(x float64) int64 { return max(int64(x), 0) }
 
 // spendable is how many checks of cost fit in avail units.
 func spendable(avail float64, cost int64) int64 {

@@ -43,20 +43,17 @@ func (f *FixedWindow) count(s FixedWindowState, now int64) (start, end, count fl
 
 // Check spends cost at now if the window has room for it.
 func (f *FixedWindow) Check(s FixedWindowState, now, cost int64) (FixedWindowState, sluice.Decision) {
-	var d sluice.Decision
-	s = f.CheckTo(s, now, cost, &d)
-	return s, d
+	s, v := f.Decide(s, now, cost)
+	return s, v.Decision(int64(f.limit))
 }
 
-// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
-func (f *FixedWindow) CheckTo(s FixedWindowState, now, cost int64, d *sluice.Decision) FixedWindowState {
+// Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
+func (f *FixedWindow) Decide(s FixedWindowState, now, cost int64) (FixedWindowState, sluice.Verdict) {
 	start, resetAt, count := f.count(s, now)
 	if c := count + float64(cost); c <= f.limit {
-		*d = allow(int64(f.limit), int64(f.limit-c), int64(resetAt))
-		return FixedWindowState{Start: start, Count: c}
+		return FixedWindowState{Start: start, Count: c}, allow(int64(f.limit-c), int64(resetAt))
 	}
-	*d = deny(int64(f.limit), int64(f.limit-count), int64(resetAt), ceil(resetAt-float64(now)))
-	return s
+	return s, deny(int64(f.limit-count), int64(resetAt), ceil(resetAt-float64(now)))
 }
 
 // Peek reports the state at now without changing it.

@@ -22,23 +22,20 @@ func NewGCRA(s sluice.GCRA) *GCRA {
 
 // Check admits cost at now if the headroom allows, moving the TAT forward.
 func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) {
-	var d sluice.Decision
-	s = g.CheckTo(s, now, cost, &d)
-	return s, d
+	s, v := g.Decide(s, now, cost)
+	return s, v.Decision(g.limit)
 }
 
-// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
-func (g *GCRA) CheckTo(s GCRAState, now, cost int64, d *sluice.Decision) GCRAState {
+// Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
+func (g *GCRA) Decide(s GCRAState, now, cost int64) (GCRAState, sluice.Verdict) {
 	n := float64(now)
 	tat := atLeast(s.TAT, n)
 	newTAT := tat + float64(g.t*float64(cost))
 	allowAt := newTAT - g.tau
 	if n < allowAt {
-		*d = deny(g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
-		return s
+		return s, deny(whole((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
 	}
-	*d = allow(g.limit, floor((g.tau-(newTAT-n))/g.t), ceil(newTAT))
-	return GCRAState{TAT: newTAT}
+	return GCRAState{TAT: newTAT}, allow(whole((g.tau-(newTAT-n))/g.t), ceil(newTAT))
 }
 
 // Peek reports the state at now without changing it.
@@ -46,7 +43,7 @@ func (g *GCRA) Peek(s GCRAState, now int64) sluice.Decision {
 	n := float64(now)
 	tat := atLeast(s.TAT, n)
 	allowAt := tat + g.t - g.tau
-	return peek(n >= allowAt, g.limit, floor((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+	return peek(n >= allowAt, g.limit, whole((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
 }
 
 // Forecast projects the state at now for checks of cost.

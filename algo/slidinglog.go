@@ -79,22 +79,19 @@ func (l *SlidingWindowLog) retryAfter(runs []Run, n float64, count, cost int64) 
 // drops the expired part of the log whatever the outcome.
 // The returned state may share memory with st.
 func (l *SlidingWindowLog) Check(st SlidingWindowLogState, now, cost int64) (SlidingWindowLogState, sluice.Decision) {
-	var d sluice.Decision
-	st = l.CheckTo(st, now, cost, &d)
-	return st, d
+	st, v := l.Decide(st, now, cost)
+	return st, v.Decision(int64(l.limit))
 }
 
-// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
-func (l *SlidingWindowLog) CheckTo(st SlidingWindowLogState, now, cost int64, d *sluice.Decision) SlidingWindowLogState {
+// Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
+func (l *SlidingWindowLog) Decide(st SlidingWindowLogState, now, cost int64) (SlidingWindowLogState, sluice.Verdict) {
 	n := float64(now)
 	count := l.prune(&st, n)
 	if float64(count+cost) <= l.limit {
 		st.add(now, cost)
-		*d = allow(int64(l.limit), int64(l.limit)-(count+cost), l.resetAt(st.Runs, now))
-		return st
+		return st, allow(int64(l.limit)-(count+cost), l.resetAt(st.Runs, now))
 	}
-	*d = deny(int64(l.limit), int64(l.limit)-count, l.resetAt(st.Runs, now), l.retryAfter(st.Runs, n, count, cost))
-	return st
+	return st, deny(int64(l.limit)-count, l.resetAt(st.Runs, now), l.retryAfter(st.Runs, n, count, cost))
 }
 
 // add logs n units at now, keeping the runs in order of instant.

@@ -87,13 +87,12 @@ func (sw *SlidingWindow) retryAfter(v view, n, cost float64) int64 {
 // Check spends cost at now if the estimated count leaves room for it.
 // The returned state may share memory with st.
 func (sw *SlidingWindow) Check(st SlidingWindowState, now, cost int64) (SlidingWindowState, sluice.Decision) {
-	var d sluice.Decision
-	st = sw.CheckTo(st, now, cost, &d)
-	return st, d
+	st, v := sw.Decide(st, now, cost)
+	return st, v.Decision(int64(sw.limit))
 }
 
-// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
-func (sw *SlidingWindow) CheckTo(st SlidingWindowState, now, cost int64, d *sluice.Decision) SlidingWindowState {
+// Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
+func (sw *SlidingWindow) Decide(st SlidingWindowState, now, cost int64) (SlidingWindowState, sluice.Verdict) {
 	n, c := float64(now), float64(cost)
 	v := sw.view(st, n)
 	if projected := v.estimate + c; projected <= sw.limit {
@@ -101,11 +100,9 @@ func (sw *SlidingWindow) CheckTo(st SlidingWindowState, now, cost int64, d *slui
 			st.Buckets = make([]Bucket, sw.s+1)
 		}
 		st.Buckets[sw.slot(v.c)] = Bucket{Index: v.c, Count: sw.get(st, v.c) + c}
-		*d = allow(int64(sw.limit), floor(sw.limit-projected), sw.resetAt(v.c))
-		return st
+		return st, allow(whole(sw.limit-projected), sw.resetAt(v.c))
 	}
-	*d = deny(int64(sw.limit), floor(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
-	return st
+	return st, deny(whole(sw.limit-v.estimate), sw.resetAt(v.c), sw.retryAfter(v, n, c))
 }
 
 // newest is the newest bucket with a count that still counts at v (or later), or false if none.
@@ -130,7 +127,7 @@ func (sw *SlidingWindow) fullAt(st SlidingWindowState, v view, now int64) int64 
 func (sw *SlidingWindow) Peek(st SlidingWindowState, now int64) sluice.Decision {
 	n := float64(now)
 	v := sw.view(st, n)
-	return peek(v.estimate+1 <= sw.limit, int64(sw.limit), floor(sw.limit-v.estimate), sw.fullAt(st, v, now), sw.retryAfter(v, n, 1))
+	return peek(v.estimate+1 <= sw.limit, int64(sw.limit), whole(sw.limit-v.estimate), sw.fullAt(st, v, now), sw.retryAfter(v, n, 1))
 }
 
 // Forecast projects the state at now for checks of cost. The next replenishment is found by

@@ -37,28 +37,25 @@ func (b *TokenBucket) fullAt(now int64, tokens float64) int64 {
 
 // Check spends cost tokens at now if the bucket holds them.
 func (b *TokenBucket) Check(s TokenBucketState, now, cost int64) (TokenBucketState, sluice.Decision) {
-	var d sluice.Decision
-	s = b.CheckTo(s, now, cost, &d)
-	return s, d
+	s, v := b.Decide(s, now, cost)
+	return s, v.Decision(b.limit)
 }
 
-// CheckTo is Check writing the decision to *d, which a store's hot path then copies once.
-func (b *TokenBucket) CheckTo(s TokenBucketState, now, cost int64, d *sluice.Decision) TokenBucketState {
+// Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
+func (b *TokenBucket) Decide(s TokenBucketState, now, cost int64) (TokenBucketState, sluice.Verdict) {
 	tokens := b.tokens(s, float64(now))
 	c := float64(cost)
 	if tokens >= c {
 		left := tokens - c
-		*d = allow(b.limit, floor(left), b.fullAt(now, left))
-		return TokenBucketState{Tokens: left, Last: now}
+		return TokenBucketState{Tokens: left, Last: now}, allow(whole(left), b.fullAt(now, left))
 	}
-	*d = deny(b.limit, floor(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
-	return s
+	return s, deny(whole(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
 }
 
 // Peek reports the state at now without changing it.
 func (b *TokenBucket) Peek(s TokenBucketState, now int64) sluice.Decision {
 	tokens := b.tokens(s, float64(now))
-	return peek(tokens >= 1, b.limit, floor(tokens), b.fullAt(now, tokens), ceil((1-tokens)/b.perMs))
+	return peek(tokens >= 1, b.limit, whole(tokens), b.fullAt(now, tokens), ceil((1-tokens)/b.perMs))
 }
 
 // Forecast projects the state at now for checks of cost.

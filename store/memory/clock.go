@@ -15,18 +15,25 @@ import (
 // The wall clock is read once, at start; time then advances with the monotonic clock, so readings
 // never run backwards, whatever happens to the wall clock.
 type clock struct {
-	ms      atomic.Int64 // the latest reading
-	ticking atomic.Bool  // the ticker is refreshing ms
-	read    atomic.Bool  // ms was read since the last tick
+	ms    atomic.Int64 // the latest reading
+	state atomic.Int32 // clockStopped, clockUnread or clockRead
 
 	start time.Time
 	base  int64
 
-	mu     sync.Mutex // guards starting the ticker, closed and stop
+	mu     sync.Mutex // guards starting and stopping the ticker, closed and stop
 	closed bool
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
+
+// A clock's state: whether its ticker runs and, if so, whether ms was read since the last tick.
+// One word that a read loads, so that the read inlines into a check.
+const (
+	clockStopped = iota
+	clockUnread
+	clockRead
+)
 
 // idleTicks is how many ticks without a reader stop the ticker.
 const idleTicks = 1000
@@ -39,10 +46,15 @@ func newClock() *clock {
 }
 
 func (c *clock) now() int64 {
-	if c.ticking.Load() {
-		if !c.read.Load() {
-			c.read.Store(true)
-		}
+	if c.state.Load() == clockRead {
+		return c.ms.Load()
+	}
+	return c.mark()
+}
+
+// mark is now for the first read since a tick: it tells the ticker a reader came, or wakes it.
+func (c *clock) mark() int64 {
+	if c.state.CompareAndSwap(clockUnread, clockRead) || c.state.Load() == clockRead {
 		return c.ms.Load()
 	}
 	return c.wake()
@@ -67,8 +79,8 @@ func (c *clock) wake() int64 {
 	t := c.advance()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed && !c.ticking.Load() {
-		c.ticking.Store(true)
+	if !c.closed && c.state.Load() == clockStopped {
+		c.state.Store(clockRead)
 		c.wg.Add(1)
 		go c.tick()
 	}
@@ -86,15 +98,18 @@ func (c *clock) tick() {
 		case <-t.C:
 		}
 		c.advance()
-		if c.read.Swap(false) {
+		if c.state.CompareAndSwap(clockRead, clockUnread) {
 			idle = 0
 			continue
 		}
 		if idle++; idle >= idleTicks {
 			c.mu.Lock()
-			c.ticking.Store(false)
+			stopped := c.state.CompareAndSwap(clockUnread, clockStopped)
 			c.mu.Unlock()
-			return
+			if stopped {
+				return
+			}
+			idle = 0 // a reader came in the meantime
 		}
 	}
 }
@@ -104,7 +119,7 @@ func (c *clock) close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		c.ticking.Store(false)
+		c.state.Store(clockStopped)
 		close(c.stop)
 	}
 	c.mu.Unlock()

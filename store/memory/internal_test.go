@@ -295,7 +295,7 @@ func TestCloseStopsBackground(t *testing.T) {
 	s := New(Config{SweepInterval: time.Millisecond})
 	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 10}})
 	s.Check(ctx0, 0, p, "k", 1)
-	if !s.clock.ticking.Load() {
+	if s.clock.state.Load() == clockStopped {
 		t.Fatal("the clock is not ticking after a check")
 	}
 	s.Close()
@@ -304,7 +304,7 @@ func TestCloseStopsBackground(t *testing.T) {
 	default:
 		t.Fatal("the sweep goroutine has not finished after Close")
 	}
-	if s.clock.ticking.Load() {
+	if s.clock.state.Load() != clockStopped {
 		t.Fatal("the clock still ticks after Close")
 	}
 	before := time.Now().UnixMilli()
@@ -312,7 +312,7 @@ func TestCloseStopsBackground(t *testing.T) {
 	if got < before-100 || got > time.Now().UnixMilli()+1 {
 		t.Errorf("clock read after Close: %d, wall %d", got, before)
 	}
-	if s.clock.ticking.Load() {
+	if s.clock.state.Load() != clockStopped {
 		t.Error("a read after Close started the ticker again")
 	}
 	s.clock.wg.Wait() // returns at once: no ticker goroutine
@@ -356,12 +356,12 @@ func TestClockTickerStopsAndRestarts(t *testing.T) {
 	c := newClock()
 	defer c.close()
 	first := c.now()
-	if !c.ticking.Load() {
+	if c.state.Load() == clockStopped {
 		t.Fatal("a read did not start the ticker")
 	}
 	limit := time.Duration(idleTicks)*time.Millisecond + 500*time.Millisecond
 	start := time.Now()
-	for c.ticking.Load() {
+	for c.state.Load() != clockStopped {
 		if time.Since(start) > limit {
 			t.Fatalf("ticker still running %v after the last read", limit)
 		}
@@ -381,7 +381,7 @@ func TestClockTickerStopsAndRestarts(t *testing.T) {
 	if now < first || now < before-5 || now > time.Now().UnixMilli()+1 {
 		t.Fatalf("read after the ticker stopped: %d; first read %d, wall clock %d", now, first, before)
 	}
-	if !c.ticking.Load() {
+	if c.state.Load() == clockStopped {
 		t.Fatal("a read after the ticker stopped did not start it again")
 	}
 	deadline := time.Now().Add(time.Second)

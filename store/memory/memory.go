@@ -93,13 +93,17 @@ type definition struct {
 type binding struct {
 	policy *sluice.Policy
 	def    *definition
-	// single and alg are the part and strategy of a policy of one limit (Check's fast path); nil
-	// for a composite policy.
+	// single, alg and limit are the part, strategy and ceiling of a policy of one limit
+	// (Check's fast path); single is nil for a composite policy.
 	single part
 	alg    any
+	limit  int64
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store        = (*Store)(nil)
+	_ sluice.VerdictStore = (*Store)(nil)
+)
 
 // New returns a Store and starts its sweep.
 func New(cfg Config) *Store {
@@ -210,10 +214,22 @@ func (s *Store) full() bool { return s.max > 0 && s.keys.Load() >= s.max }
 func (s *Store) partsOf(p *sluice.Policy) []part { return s.bindingOf(p).def.parts }
 
 func (s *Store) bindingOf(p *sluice.Policy) *binding {
-	c := &s.recent[uintptr(unsafe.Pointer(p))>>4%uintptr(len(s.recent))]
-	if b := c.Load(); b != nil && b.policy == p {
+	if b := s.recentBinding(p); b != nil {
 		return b
 	}
+	return s.findBinding(p)
+}
+
+// recentBinding returns p's binding if the cache holds it, else nil. It inlines.
+func (s *Store) recentBinding(p *sluice.Policy) *binding {
+	if b := s.recent[uintptr(unsafe.Pointer(p))>>4%uintptr(len(s.recent))].Load(); b != nil && b.policy == p {
+		return b
+	}
+	return nil
+}
+
+func (s *Store) findBinding(p *sluice.Policy) *binding {
+	c := &s.recent[uintptr(unsafe.Pointer(p))>>4%uintptr(len(s.recent))]
 	b, ok := (*s.bindings.Load())[p]
 	if !ok {
 		b = s.bind(p)
@@ -244,7 +260,7 @@ func (s *Store) bind(p *sluice.Policy) *binding {
 	}
 	b := &binding{policy: p, def: def}
 	if len(def.parts) == 1 {
-		b.single, b.alg = def.parts[0], def.parts[0].strategy()
+		b.single, b.alg, b.limit = def.parts[0], def.parts[0].strategy(), int64(p.Limits()[0].Strategy.Ceiling())
 	}
 	next := make(map[*sluice.Policy]*binding, len(cur)+1)
 	for q, qb := range cur {
@@ -284,19 +300,56 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	return d, nil
 }
 
+// CheckVerdict implements sluice.VerdictStore. For a composite policy it reports the binding
+// limit's verdict, without the Limit and DeniedBy that Check reports.
+func (s *Store) CheckVerdict(_ context.Context, now int64, p *sluice.Policy, key string, cost int64) (_ sluice.Verdict, err error) {
+	if now == 0 && s.clock != nil && !s.closed.Load() {
+		now = s.clock.now() // begin's common case, inlined
+	} else if now, err = s.begin(now); err != nil {
+		return sluice.Verdict{}, err
+	}
+	b := s.recentBinding(p) // bindingOf, inlined
+	if b == nil {
+		b = s.findBinding(p)
+	}
+	if b.single != nil {
+		return s.verdict(now, b, key, cost), nil
+	}
+	var d sluice.Decision
+	s.check(now, p, key, cost, &d)
+	return sluice.Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}, nil
+}
+
 // check decides at an instant already resolved, writing the decision to *d.
-//
-// A policy of one GCRA, token bucket or fixed window limit (the common case, and the hot one) is
-// decided with the strategy's concrete type, the decision written in place: through the generic
-// part it would cost an interface call and three more copies of the decision, a third of a check.
 func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64, d *sluice.Decision) {
 	b := s.bindingOf(p)
+	if b.single != nil {
+		*d = s.verdict(now, b, key, cost).Decision(b.limit)
+		return
+	}
 	h := hash(s.seed, key)
+	steps := make([]step, len(b.def.parts))
+	for i, part := range b.def.parts {
+		steps[i] = step{part: part, h: h, key: key, cost: p.Cost(i, cost)}
+	}
+	out := make([]sluice.Decision, len(steps))
+	atomically(now, steps, out)
+	*d = sluice.Combine(out)
+}
+
+// verdict decides the policy of one limit bound by b.
+//
+// A GCRA, token bucket or fixed window limit (the common case, and the hot one) is decided with
+// the strategy's concrete type: through the generic part it would cost an interface call and
+// copies of the state. GCRA's state is one word, which a compare-and-swap replaces; it is decided
+// before the swap and the verdict stays in registers, so the swap waits on no store.
+func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
+	h, w0, w1 := hashKey(s.seed, key)
 	switch sp := b.single.(type) {
 	case *space[algo.GCRAState]:
 		g := b.alg.(*algo.GCRA)
 		t := sp.shard(h)
-		if sl, _ := t.arr.Load().find(h, key); sl != nil {
+		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
 			// One compare-and-swap, retried if another check changed the state first.
 			for i := 0; ; i++ {
 				old, ok := t.read(sl)
@@ -307,35 +360,30 @@ func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64, d *sl
 					spin(i)
 					continue
 				}
-				if t.swap(sl, old, g.CheckTo(old, now, cost, d)) {
-					return
+				next, v := g.Decide(old, now, cost)
+				if t.swap(sl, old, next) {
+					return v
 				}
 			}
 		}
-		sl, v := t.get(h, key, true)
-		t.unlock(sl, g.CheckTo(v, now, cost, d))
+		sl, old := t.getWords(h, key, w0, w1, true)
+		next, v := g.Decide(old, now, cost)
+		t.unlock(sl, next)
+		return v
 	case *space[algo.TokenBucketState]:
 		t := sp.shard(h)
-		sl, v := t.get(h, key, true)
-		t.unlock(sl, b.alg.(*algo.TokenBucket).CheckTo(v, now, cost, d))
+		sl, old := t.getWords(h, key, w0, w1, true)
+		next, v := b.alg.(*algo.TokenBucket).Decide(old, now, cost)
+		t.unlock(sl, next)
+		return v
 	case *space[algo.FixedWindowState]:
 		t := sp.shard(h)
-		sl, v := t.get(h, key, true)
-		t.unlock(sl, b.alg.(*algo.FixedWindow).CheckTo(v, now, cost, d))
-	default:
-		parts := b.def.parts
-		if len(parts) == 1 {
-			*d = parts[0].check(h, key, now, cost)
-			return
-		}
-		steps := make([]step, len(parts))
-		for i, part := range parts {
-			steps[i] = step{part: part, h: h, key: key, cost: p.Cost(i, cost)}
-		}
-		out := make([]sluice.Decision, len(steps))
-		atomically(now, steps, out)
-		*d = sluice.Combine(out)
+		sl, old := t.getWords(h, key, w0, w1, true)
+		next, v := b.alg.(*algo.FixedWindow).Decide(old, now, cost)
+		t.unlock(sl, next)
+		return v
 	}
+	return b.single.check(h, key, now, cost)
 }
 
 // CheckMany implements sluice.Store.

@@ -9,6 +9,7 @@ import (
 // for every strategy.
 type algorithm[S any] interface {
 	Check(s S, now, cost int64) (S, sluice.Decision)
+	Decide(s S, now, cost int64) (S, sluice.Verdict)
 	Peek(s S, now int64) sluice.Decision
 	Forecast(s S, now, cost int64) sluice.Forecast
 	Refund(s S, now, cost int64) S
@@ -23,7 +24,8 @@ const numShards = 64
 
 // part is the state of one limit of one policy, whatever its strategy.
 type part interface {
-	check(h uint64, key string, now, cost int64) sluice.Decision
+	// check decides a policy of this one limit.
+	check(h uint64, key string, now, cost int64) sluice.Verdict
 	peek(h uint64, key string, now int64) sluice.Decision
 	forecast(h uint64, key string, now, cost int64) sluice.Forecast
 	refund(h uint64, key string, now, cost int64)
@@ -90,12 +92,12 @@ func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
 
 // check decides through the strategy's interface, with the slot locked. Store.check decides the
 // strategies whose state is inline in the slot without it.
-func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Decision {
+func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Verdict {
 	t := sp.shard(h)
 	s, v := t.get(h, key, true)
-	v, d := sp.alg.Check(v, now, cost)
+	v, verdict := sp.alg.Decide(v, now, cost)
 	t.unlock(s, v)
-	return d
+	return verdict
 }
 
 // Peek and Forecast read the state under the slot's lock: a sliding window's state shares its

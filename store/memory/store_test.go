@@ -1153,3 +1153,52 @@ func TestPeekDuringChecksReadsAStableState(t *testing.T) {
 		})
 	}
 }
+
+// onlyStore hides every method of a Store but those of sluice.Store, so that a Limiter over it
+// takes the path of stores that do not decide in Verdicts.
+type onlyStore struct{ sluice.Store }
+
+// TestVerdictPathDecidesAsCheck: a Limiter over the memory store decides a policy of one limit
+// through CheckVerdict; twin stores, one seen only as a sluice.Store, decide every step of a run
+// (admitted, denied, a new window, a refill) alike, and count alike. CheckVerdict of a composite
+// policy reports its binding limit's verdict.
+func TestVerdictPathDecidesAsCheck(t *testing.T) {
+	steps := []struct {
+		at   int64
+		cost int64
+	}{{0, 1}, {0, 3}, {0, 1}, {0, 1}, {0, 2}, {1, 1}, {999, 1}, {12_000, 1}, {30_000, 5}, {60_000, 1}, {61_000, 3}}
+	for _, sc := range five {
+		t.Run(sc.name, func(t *testing.T) {
+			clk := newManualClock(epoch0)
+			fast := openLimiter(t, openStore(t, memory.Config{Now: clk.Now}), single("p", sc.s))
+			slow := openLimiter(t, onlyStore{openStore(t, memory.Config{Now: clk.Now})}, single("p", sc.s))
+			for i, st := range steps {
+				clk.Set(epoch0 + st.at)
+				got, want := mustCheck(t, fast, bg, "p", "k", st.cost), mustCheck(t, slow, bg, "p", "k", st.cost)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d (+%d ms, cost %d): %+v, want %+v", i, st.at, st.cost, got, want)
+				}
+			}
+			got, _ := fast.Stats("p")
+			if want, _ := slow.Stats("p"); got != want || got.Denied == 0 {
+				t.Errorf("stats %+v, want %+v with denials", got, want)
+			}
+		})
+	}
+	t.Run("composite", func(t *testing.T) {
+		p := sluice.MustPolicy("c",
+			sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 10, RefillPerSec: 1}},
+			sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 60_000}})
+		st, twin := openStore(t, memory.Config{}), openStore(t, memory.Config{})
+		for i := range 5 {
+			v, err := st.CheckVerdict(bg, epoch0, p, "k", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := storeCheck(t, twin, epoch0, p, "k", 2)
+			if v != (sluice.Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}) {
+				t.Fatalf("check %d: verdict %+v, decision %+v", i, v, d)
+			}
+		}
+	})
+}

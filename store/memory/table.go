@@ -98,27 +98,43 @@ func metaOf(h uint64, keyLen int) uint64 {
 // determines every byte: a key of 8 to 16 bytes is its first and its last 8 bytes (overlapping below
 // 16), one of 4 to 7 its first and last 4, a shorter one its first, middle and last byte. A longer
 // key is its first 8 bytes and 0, the index in longs to be filled in.
-func words(key string) [2]uint64 {
-	b := unsafe.Slice(unsafe.StringData(key), len(key))
-	switch n := len(b); {
-	case n > inlineKey:
-		return [2]uint64{binary.LittleEndian.Uint64(b), 0}
-	case n >= 8:
-		return [2]uint64{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])}
-	case n >= 4:
-		return [2]uint64{uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32, 0}
-	case n > 0:
-		return [2]uint64{uint64(b[0]) | uint64(b[n/2])<<8 | uint64(b[n-1])<<16, 0}
+//
+// It returns two words, not an array: an array comes back through memory, written 8 bytes at a
+// time and read back 16, which the CPU cannot forward from its store buffer (a stall of a quarter
+// of a hot-key check).
+func words(key string) (w0, w1 uint64) {
+	n := len(key)
+	if n < 8 {
+		return shortWord(key), 0
 	}
-	return [2]uint64{}
+	p := unsafe.StringData(key)
+	w0 = le64(p)
+	if n <= inlineKey {
+		w1 = le64((*byte)(unsafe.Add(unsafe.Pointer(p), n-8)))
+	}
+	return w0, w1
 }
 
-// keyIs reports whether the live slot s holds key, packed as w.
-func (a *array[S]) keyIs(s *slot[S], key string, w [2]uint64) bool {
-	if len(key) <= inlineKey {
-		return s.key == w
+// le64 reads the 8 bytes at p as a little-endian word.
+func le64(p *byte) uint64 { return binary.LittleEndian.Uint64((*[8]byte)(unsafe.Pointer(p))[:]) }
+
+func shortWord(key string) uint64 {
+	b := unsafe.Slice(unsafe.StringData(key), len(key))
+	switch n := len(b); {
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<32
+	case n > 0:
+		return uint64(b[0]) | uint64(b[n/2])<<8 | uint64(b[n-1])<<16
 	}
-	return s.key[0] == w[0] && a.longs[s.key[1]] == key
+	return 0
+}
+
+// keyIs reports whether the live slot s holds key, packed as w0, w1.
+func (a *array[S]) keyIs(s *slot[S], key string, w0, w1 uint64) bool {
+	if len(key) <= inlineKey {
+		return s.key[0] == w0 && s.key[1] == w1
+	}
+	return s.key[0] == w0 && a.longs[s.key[1]] == key
 }
 
 // keyOf returns the key of the live slot s.
@@ -154,7 +170,13 @@ func (a *array[S]) start(h uint64) int {
 // find returns the live slot holding key, or nil. retry is true when it met a moved slot: a rebuild
 // is under way and the caller must wait for it.
 func (a *array[S]) find(h uint64, key string) (s *slot[S], retry bool) {
-	want, w := metaOf(h, len(key)), words(key)
+	w0, w1 := words(key)
+	return a.findWords(h, key, w0, w1)
+}
+
+// findWords is find for a key already packed by words.
+func (a *array[S]) findWords(h uint64, key string, w0, w1 uint64) (s *slot[S], retry bool) {
+	want := metaOf(h, len(key))
 	n := len(a.slots)
 	for i := a.start(h); ; {
 		s := &a.slots[i]
@@ -165,7 +187,7 @@ func (a *array[S]) find(h uint64, key string) (s *slot[S], retry bool) {
 		case moved:
 			return nil, true
 		case live:
-			if m&^locked == want && a.keyIs(s, key, w) {
+			if m&^locked == want && a.keyIs(s, key, w0, w1) {
 				return s, false
 			}
 		}
@@ -232,8 +254,14 @@ func (t *table[S]) retire(s *slot[S], kind uint64) {
 // get returns key's slot locked, with its state; nil if key is absent and create is false. A created
 // key holds the zero state: a fresh key.
 func (t *table[S]) get(h uint64, key string, create bool) (*slot[S], S) {
+	w0, w1 := words(key)
+	return t.getWords(h, key, w0, w1, create)
+}
+
+// getWords is get for a key already packed by words.
+func (t *table[S]) getWords(h uint64, key string, w0, w1 uint64, create bool) (*slot[S], S) {
 	for {
-		s, retry := t.arr.Load().find(h, key)
+		s, retry := t.arr.Load().findWords(h, key, w0, w1)
 		switch {
 		case retry:
 			t.mu.Lock() // a rebuild holds the mutex until the new array is in place
@@ -310,7 +338,7 @@ func (t *table[S]) place(a *array[S], h uint64, key string) *slot[S] {
 		t.evict()
 	}
 	s := a.empty(h)
-	s.key = words(key)
+	s.key[0], s.key[1] = words(key)
 	if len(key) > inlineKey {
 		s.key[1] = uint64(len(a.longs))
 		a.longs = append(a.longs, strings.Clone(key))
