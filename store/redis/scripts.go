@@ -34,8 +34,8 @@ import (
 // the double, and a tenth of the time of printing it):
 //
 //	gcra (g)              tat
-//	tokenBucket (t)       tokens, last
-//	fixedWindow (f)       start, count
+//	tokenBucket (t)       tokens, last     or 12 bytes: tokens, last's low 32 bits (see luaPairs)
+//	fixedWindow (f)       start, count     or 12 bytes: count, start's low 32 bits
 //	slidingWindow (s)     j, count for each bucket that holds a count
 //	slidingWindowLog (l)  at, n for each run of n units admitted at instant at, oldest first
 //
@@ -58,7 +58,8 @@ const kinds = "gtfsl"
 
 const luaHeader = `
 local now = tonumber(ARGV[1])
-if now == 0 then
+local server_clock = now == 0 -- now is the server's clock, not an instant the caller passed
+if server_clock then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
@@ -70,7 +71,7 @@ local function nonneg(x)
   if x < 0 then return 0 end
   return x
 end
--- Each strategy X has prep(a, b, c) for its parameters, load(text, q) and dump(state), idle(q, st)
+-- Each strategy X has prep(a, b, c) for its parameters, load(text, q) and dump(state, px), idle(q, st)
 -- (ms until st decides like a fresh key's), and the operation's function: check(q, st, cost)
 -- returning the decision's five numbers and the new state, peek, forecast, refund returning the new
 -- state or nil when nothing changes, or debit returning the new state. A nil state is a fresh key. No function changes a state
@@ -87,6 +88,27 @@ local function pair(text)
   return {a, b}
 end
 local function pack2(st) return pack('<dd', st[1], st[2]) end
+-- A state of a double and an instant (token bucket: tokens, last; fixed window: count, start)
+-- takes 12 bytes instead of 16 when the instant is a whole ms near the server's clock: its low 32
+-- bits, read back against the server's clock. A 12-byte string fits Redis's 32-byte allocation
+-- class where 16 bytes take 48. It is written only on the server's clock, and only when the
+-- instant stays within 2^30 ms (12 days) of that clock for as long as the key lives (its TTL), so
+-- it reads back exactly even if the server's clock steps back by as much again; a read at an
+-- instant the caller passed still expands it against the server's clock.
+local span, wrap = 1073741824, 4294967296
+local server_ms = server_clock and now
+local function near(at, px)
+  return server_clock and at == floor(at) and math.abs(at - now) + px <= span
+end
+local function expand(low)
+  if not server_ms then
+    local clock = redis.call('TIME')
+    server_ms = tonumber(clock[1]) * 1000 + floor(tonumber(clock[2]) / 1000)
+  end
+  local d = low - server_ms % wrap
+  if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
+  return server_ms + d
+end
 `
 	// luaLists reads states that are lists of pairs (the sliding windows).
 	luaLists = `
@@ -189,8 +211,17 @@ local t = {}
 function t.prep(capacity, refill)
   return {cap = capacity, per_ms = refill / 1000, limit = capacity}
 end
-t.load = pair
-t.dump = pack2
+function t.load(text)
+  if #text == 12 then
+    local tokens, low = unpack_struct('<dI4', text)
+    return {tokens, expand(low)}
+  end
+  return pair(text)
+end
+function t.dump(st, px)
+  if near(st[2], px) then return pack('<dI4', st[1], st[2] % wrap) end
+  return pack2(st)
+end
 function t.tokens(q, st)
   if not st then return q.cap end
   local elapsed = now - st[2]
@@ -258,8 +289,17 @@ local f = {}
 function f.prep(limit, window, b0, b1, b2, b3)
   return {limit = limit, window = window, b = {b0, b1, b2, b3}}
 end
-f.load = pair
-f.dump = pack2
+function f.load(text)
+  if #text == 12 then
+    local count, low = unpack_struct('<dI4', text)
+    return {expand(low), count}
+  end
+  return pair(text)
+end
+function f.dump(st, px)
+  if near(st[1], px) then return pack('<dI4', st[2], st[1] % wrap) end
+  return pack2(st)
+end
 -- bounds returns the start and end of the window holding now.
 function f.bounds(q)
   if q.window > 0 then
@@ -621,7 +661,7 @@ local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(A
 if ok == 1 then
   local px = ceil(x.idle(q, next_st)) + slack
   if px < 1 then px = 1 end
-  redis.call('SET', key, x.dump(next_st), 'PX', px)
+  redis.call('SET', key, x.dump(next_st, px), 'PX', px)
 end
 return {ok, limit, remaining, reset_at, retry}
 `
@@ -665,7 +705,7 @@ local function flush()
       text = string.format('%d', px)
       px_text[px] = text
     end
-    redis.call('SET', key, x.dump(st), 'PX', text)
+    redis.call('SET', key, x.dump(st, px), 'PX', text)
   end
 end
 local limits = {}
