@@ -457,7 +457,10 @@ func TestDeadlineIsUnavailable(t *testing.T) {
 }
 
 // TestDeadlineWhileWaiting gives up on a check queued behind a row lock another transaction holds:
-// the server stops waiting before the caller does, so the check is never decided afterwards.
+// the server stops waiting before the caller does (its lock timeout, 55P03, unless the machine is
+// so loaded that the answer comes after the caller's own deadline), so the check is never decided
+// afterwards: a check made once the lock is free, which queues behind anything still running on
+// the row, finds exactly one unit spent before it.
 func TestDeadlineWhileWaiting(t *testing.T) {
 	t.Parallel()
 	s, pool, q := newStore(t, pgstore.Config{})
@@ -471,12 +474,13 @@ func TestDeadlineWhileWaiting(t *testing.T) {
 	defer cancel()
 	_, err := s.Check(short, t0, p, "k", 1)
 	var pe *pgconn.PgError
-	if !errors.Is(err, sluice.ErrUnavailable) || !errors.As(err, &pe) || pe.Code != "55P03" {
+	if !errors.Is(err, sluice.ErrUnavailable) ||
+		!(errors.As(err, &pe) && pe.Code == "55P03" || errors.Is(err, context.DeadlineExceeded)) {
 		t.Errorf("error %v, want sluice.ErrUnavailable from the server's lock timeout (55P03)", err)
 	}
 	unlock()
-	if d, err := s.Peek(ctx, t0, p, "k"); err != nil || d.Remaining != 4 {
-		t.Errorf("after the abandoned check: %+v, %v; want 4 remaining", d, err)
+	if d, err := s.Check(ctx, t0, p, "k", 1); err != nil || d.Remaining != 3 {
+		t.Errorf("a check after the abandoned one: %+v, %v; want 3 remaining", d, err)
 	}
 }
 
