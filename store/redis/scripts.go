@@ -109,6 +109,18 @@ local function expand(low)
   if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
   return server_ms + d
 end
+-- load_near and dump_near read and write a pair whose element i is the instant.
+local function load_near(text, i)
+  if #text ~= 12 then return pair(text) end
+  local v, low = unpack_struct('<dI4', text)
+  local st = {v, v}
+  st[i] = expand(low)
+  return st
+end
+local function dump_near(st, px, i)
+  if near(st[i], px) then return pack('<dI4', st[3 - i], st[i] % wrap) end
+  return pack2(st)
+end
 `
 	// luaLists reads states that are lists of pairs (the sliding windows).
 	luaLists = `
@@ -211,17 +223,8 @@ local t = {}
 function t.prep(capacity, refill)
   return {cap = capacity, per_ms = refill / 1000, limit = capacity}
 end
-function t.load(text)
-  if #text == 12 then
-    local tokens, low = unpack_struct('<dI4', text)
-    return {tokens, expand(low)}
-  end
-  return pair(text)
-end
-function t.dump(st, px)
-  if near(st[2], px) then return pack('<dI4', st[1], st[2] % wrap) end
-  return pack2(st)
-end
+function t.load(text) return load_near(text, 2) end
+function t.dump(st, px) return dump_near(st, px, 2) end
 function t.tokens(q, st)
   if not st then return q.cap end
   local elapsed = now - st[2]
@@ -289,17 +292,8 @@ local f = {}
 function f.prep(limit, window, b0, b1, b2, b3)
   return {limit = limit, window = window, b = {b0, b1, b2, b3}}
 end
-function f.load(text)
-  if #text == 12 then
-    local count, low = unpack_struct('<dI4', text)
-    return {expand(low), count}
-  end
-  return pair(text)
-end
-function f.dump(st, px)
-  if near(st[1], px) then return pack('<dI4', st[2], st[1] % wrap) end
-  return pack2(st)
-end
+function f.load(text) return load_near(text, 1) end
+function f.dump(st, px) return dump_near(st, px, 1) end
 -- bounds returns the start and end of the window holding now.
 function f.bounds(q)
   if q.window > 0 then
