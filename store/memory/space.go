@@ -90,8 +90,8 @@ func (sp *space[S]) strategy() any { return sp.alg }
 
 func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
 
-// check decides through the strategy's interface, with the slot locked. Store.check decides the
-// strategies whose state is inline in the slot without it.
+// check decides a policy of this one limit through the strategy's interface, with the slot locked.
+// Store.verdict decides GCRA, token bucket and fixed window limits without it.
 func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Verdict {
 	t := sp.shard(h)
 	s, v := t.get(h, key, true)
