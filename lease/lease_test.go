@@ -122,11 +122,10 @@ func newClock(ms int64) *fakeClock {
 	return c
 }
 
-func (c *fakeClock) now() int64                  { return c.ms.Load() }
-func (c *fakeClock) Now() time.Time              { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) add(ms int64)                { c.ms.Add(ms) }
-func (c *fakeClock) ctx() context.Context        { return sluice.WithNow(context.Background(), c.now()) }
-func (c *fakeClock) at(ms int64) context.Context { return sluice.WithNow(context.Background(), ms) }
+func (c *fakeClock) now() int64           { return c.ms.Load() }
+func (c *fakeClock) Now() time.Time       { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) add(ms int64)         { c.ms.Add(ms) }
+func (c *fakeClock) ctx() context.Context { return sluice.WithNow(context.Background(), c.now()) }
 
 // backends are the shared stores the tests run over: one memory store shared by every Leaser (as
 // if the processes shared it), and Redis.

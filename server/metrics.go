@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are the service's Prometheus series. Labels are bounded: a policy label only ever holds
@@ -44,7 +45,7 @@ func newMetrics(store any) *metrics {
 		}, []string{"policy"}),
 	}
 	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.failDecision, m.reloads, m.nearCache,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if s, ok := store.(interface{ Len() int }); ok {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_keys", Help: "Keys the store holds.",

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,17 +160,4 @@ func ask(client *http.Client, addr, path, key string) (answer, error) {
 		return d, fmt.Errorf("%s: status %d, %+v, %v", path, resp.StatusCode, d, err)
 	}
 	return d, nil
-}
-
-// workingIn lists the live processes whose working directory is dir (a zombie has none).
-func workingIn(dir string) []int {
-	links, _ := filepath.Glob("/proc/[0-9]*/cwd")
-	var pids []int
-	for _, link := range links {
-		if d, err := os.Readlink(link); err == nil && d == dir {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(link)))
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

@@ -43,7 +43,7 @@ func FuzzDecode(f *testing.F) {
 			if json.Unmarshal(data, &want) != nil {
 				t.Fatalf("decodeCheck accepted %q, which encoding/json refuses", data)
 			}
-			if got := (single{req.Policy, req.Key, req.Cost, req.Now}); got != want {
+			if got := single(req); got != want {
 				t.Fatalf("decodeCheck(%q) = %+v, encoding/json reads %+v", data, got, want)
 			}
 		}

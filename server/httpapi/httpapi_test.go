@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -706,8 +705,6 @@ policies:
 		}
 	})
 }
-
-func timeAt(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // FuzzHandler posts any body to every JSON route of a live server. Every answer is 200 with a JSON
 // body or an error body with a code that matches its status, never a 500.

@@ -30,17 +30,6 @@ func testStore(t *testing.T, cfg Config) *Store {
 	return s
 }
 
-// stateOf returns key's state in sp, or a fresh one.
-func stateOf[S any](sp *space[S], key string) S {
-	h := hash(sp.store.seed, key)
-	t := sp.shard(h)
-	sl, v := t.get(h, key, false)
-	if sl != nil {
-		t.unlock(sl, v)
-	}
-	return v
-}
-
 // keyHash is the hash the store files key under.
 func keyHash(s *Store, key string) uint64 { return hash(s.seed, key) }
 

@@ -172,14 +172,6 @@ func (s *Store) Sweep() {
 	s.leases.sweep(now) // and expired concurrency leases
 }
 
-func (d *definition) len() int {
-	n := 0
-	for _, p := range d.parts {
-		n += p.len()
-	}
-	return n
-}
-
 // sweepNow is the instant at which keys are judged idle: the clock, or the latest instant callers
 // passed if that is earlier.
 func (s *Store) sweepNow() int64 {
