@@ -57,6 +57,8 @@ var Policies = []*sluice.Policy{
 	sluice.MustPolicy("fixedWindow", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 6, WindowMs: 700}}),
 	sluice.MustPolicy("slidingWindow", sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 7, WindowMs: 1000, Buckets: 4}}),
 	sluice.MustPolicy("slidingWindowLog", sluice.Limit{Strategy: sluice.SlidingWindowLog{Limit: 5, WindowMs: 800}}),
+	// One limit counting requests: every check spends 1, whatever its cost.
+	sluice.MustPolicy("requests", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 900}, Unit: sluice.UnitRequest}),
 	sluice.MustPolicy("model",
 		sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 4, WindowMs: 1000, Buckets: 10}, Unit: sluice.UnitRequest},
 		sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 9, RefillPerSec: 3}}),

@@ -1202,3 +1202,21 @@ func TestVerdictPathDecidesAsCheck(t *testing.T) {
 		}
 	})
 }
+
+// TestRequestUnitSingleLimit: a policy whose one limit counts requests spends 1 a check whatever
+// the cost, through every way of checking it.
+func TestRequestUnitSingleLimit(t *testing.T) {
+	p := sluice.MustPolicy("rpm", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 10, WindowMs: 60_000}, Unit: sluice.UnitRequest})
+	st := openStore(t, memory.Config{Now: fixedNow(epoch0)})
+	lim := openLimiter(t, st, p)
+	if d := mustCheck(t, lim, bg, "rpm", "k", 5); d.Remaining != 9 {
+		t.Errorf("Limiter.Check of cost 5: remaining %d, want 9", d.Remaining)
+	}
+	if d := storeCheck(t, st, 0, p, "k", 500); d.Remaining != 8 {
+		t.Errorf("Store.Check of cost 500: remaining %d, want 8", d.Remaining)
+	}
+	ds, err := lim.CheckMany(bg, "rpm", []string{"k", "other"}, 7)
+	if err != nil || ds[0].Remaining != 7 || ds[1].Remaining != 9 {
+		t.Errorf("CheckMany of cost 7: %+v, %v; want 7 and 9 remaining", ds, err)
+	}
+}
