@@ -27,7 +27,7 @@ type leaseStatements struct {
 
 func newLeaseStatements(q string) leaseStatements {
 	return leaseStatements{
-		admit: "SELECT " + q + ".admit($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		admit: "SELECT " + q + ".admit($1, $2, $3, $4, $5, $6, $7, $8, " + waitFor("$9") + ")" + before("$9"),
 		// The instant is read once, before the row's lock is waited for: a lease that expired
 		// meanwhile is not extended.
 		heartbeat: "WITH c AS (SELECT CASE WHEN $3::bigint = 0 THEN floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint ELSE $3::bigint END AS n)" +
@@ -63,7 +63,7 @@ func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, 
 	slot, lock := slotOf(name, key)
 	var out []int64
 	err := s.retry(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.sql.leases.admit, slot, lock, name, key, holder, limit, ttlMs, now, waitMs(ctx)).Scan(&out)
+		return noRowsLate(s.pool.QueryRow(ctx, s.sql.leases.admit, slot, lock, name, key, holder, limit, ttlMs, now, giveUpAt(ctx)).Scan(&out))
 	})
 	if err != nil {
 		return sluice.Admission{}, err

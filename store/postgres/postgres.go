@@ -155,8 +155,8 @@ type statements struct {
 func newStatements(schema string) statements {
 	q := pgx.Identifier{schema}.Sanitize()
 	return statements{
-		decide: "SELECT " + q + ".decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-		debit:  "SELECT " + q + ".debit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+		decide: "SELECT " + q + ".decide($1, $2, $3, $4, " + waitFor("$5") + ", $6, $7, $8, $9, $10, $11, $12, $13)" + before("$5"),
+		debit:  "SELECT " + q + ".debit($1, $2, $3, $4, " + waitFor("$5") + ", $6, $7, $8, $9, $10, $11, $12, $13)" + before("$5"),
 		reset:  "DELETE FROM " + q + ".limits WHERE policy = $1 AND key = $2 AND i < $3",
 		// The cutoff is computed once (a stable expression), so the idle_at index serves it.
 		sweep: "DELETE FROM " + q + ".limits WHERE ctid = ANY (ARRAY(SELECT ctid FROM " + q + ".limits" +
@@ -341,8 +341,8 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	}
 	var out []float64
 	err := s.retry(ctx, func() error {
-		args[4] = waitMs(ctx)
-		return s.pool.QueryRow(ctx, stmt, args...).Scan(&out)
+		args[4] = giveUpAt(ctx)
+		return noRowsLate(s.pool.QueryRow(ctx, stmt, args...).Scan(&out))
 	})
 	if err != nil {
 		return nil, err
@@ -353,18 +353,47 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	return out, nil
 }
 
-// waitMs is how long decide may wait for row locks: a little less than the time left before ctx's
-// deadline (0: no deadline). When the caller gives up, pgx drops the connection, but the statement
-// would still run on the server once the lock is free, consuming what its caller was told nothing
-// about. Giving up on the server first (an eighth of the time left, at most 50 ms, for the round
-// trip) makes the answer definite: a lock timeout, nothing decided.
-func waitMs(ctx context.Context) int64 {
+// giveUpAt is the instant (epoch ms) by which a statement must have taken its row locks, or 0 for
+// no deadline: a little before ctx's deadline (an eighth of the time left, at most 50 ms, for the
+// answer's way back). When the caller gives up, pgx drops the connection, but a statement waiting
+// for a lock would still run on the server once the lock is free, consuming what its caller was
+// told nothing about. So the server gives up first, by its own clock (the same as this process's,
+// or close to it): waitFor turns the instant into the statement's lock_timeout when it starts, so
+// however late it reached the server it waits no longer, and before skips it entirely if it
+// arrived after that instant. A statement that has its locks by then still decides and commits,
+// which takes a few milliseconds more: the margin is for that.
+func giveUpAt(ctx context.Context) int64 {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0
 	}
 	left := time.Until(dl)
-	return max((left - min(left/8, 50*time.Millisecond)).Milliseconds(), 1)
+	return max(dl.Add(-min(left/8, 50*time.Millisecond)).UnixMilli(), 1)
+}
+
+// serverMs is the server's clock in epoch ms, in SQL.
+const serverMs = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+// waitFor is the lock wait, in ms, that the statement parameter at (a giveUpAt instant) leaves by
+// the server's clock: at least 1, or 0 (no limit) for no instant.
+func waitFor(at string) string {
+	return "CASE WHEN " + at + "::bigint > 0 THEN greatest(" + at + "::bigint - " + serverMs + ", 1) ELSE 0 END"
+}
+
+// before makes a statement return no row when it reaches the server past the giveUpAt instant at.
+func before(at string) string {
+	return " WHERE " + at + "::bigint = 0 OR " + at + "::bigint > " + serverMs
+}
+
+// errLate is what a statement that reached the server past its instant reports: the caller's
+// deadline, all but expired, as the server's clock sees it.
+var errLate = fmt.Errorf("the statement reached the server after its instant to give up: %w", context.DeadlineExceeded)
+
+func noRowsLate(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errLate
+	}
+	return err
 }
 
 // Check implements sluice.Store: one statement decides every limit of p. Concurrent Checks share
