@@ -59,6 +59,7 @@ var Policies = []*sluice.Policy{
 	sluice.MustPolicy("slidingWindowLog", sluice.Limit{Strategy: sluice.SlidingWindowLog{Limit: 5, WindowMs: 800}}),
 	// One limit counting requests: every check spends 1, whatever its cost.
 	sluice.MustPolicy("requests", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 900}, Unit: sluice.UnitRequest}),
+	sluice.MustPolicy("gcraRequests", sluice.Limit{Strategy: sluice.GCRA{Limit: 4, PeriodMs: 1000, Burst: 2}, Unit: sluice.UnitRequest}),
 	sluice.MustPolicy("model",
 		sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 4, WindowMs: 1000, Buckets: 10}, Unit: sluice.UnitRequest},
 		sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 9, RefillPerSec: 3}}),
@@ -80,15 +81,15 @@ var Daily = sluice.MustPolicy("daily", sluice.Limit{Strategy: sluice.FixedWindow
 
 // SameAsMemory replays steps random operations from seed (every operation, Debit included, every
 // strategy, composite policies, keys repeated within one call) of Policies and Daily, on keys "a",
-// "b" and "c", on s and on a fresh memory store at the same instants, and fails at the first answer
-// that differs. s must be a sluice.Debiter.
+// "b", "c" and one longer than the memory store holds in a slot, on s and on a fresh memory store
+// at the same instants, and fails at the first answer that differs. s must be a sluice.Debiter.
 func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 	t.Helper()
 	ms := memory.New(memory.Config{})
 	defer ms.Close()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 42))
-	keys := []string{"a", "b", "c"}
+	keys := []string{"a", "b", "c", "a key longer than sixteen bytes"}
 	policies := append(Policies[:len(Policies):len(Policies)], Daily)
 	policy := func() *sluice.Policy { return policies[r.IntN(len(policies))] }
 	key := func() string { return keys[r.IntN(len(keys))] }
