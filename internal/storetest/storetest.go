@@ -79,17 +79,22 @@ var Policies = []*sluice.Policy{
 // Daily only counts, and stays busy until midnight in Rome.
 var Daily = sluice.MustPolicy("daily", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 20, Calendar: sluice.Day, TimeZone: "Europe/Rome"}})
 
+// Keys are the keys SameAsMemory checks: a store that holds state across calls must start each
+// call with them empty, as a fresh memory store does. The last is longer than the 16 bytes the
+// memory store holds in a slot.
+var Keys = []string{"a", "b", "c", "a key longer than sixteen bytes"}
+
 // SameAsMemory replays steps random operations from seed (every operation, Debit included, every
-// strategy, composite policies, keys repeated within one call) of Policies and Daily, on keys "a",
-// "b", "c" and one longer than the memory store holds in a slot, on s and on a fresh memory store
-// at the same instants, and fails at the first answer that differs. s must be a sluice.Debiter.
+// strategy, composite policies, keys repeated within one call) of Policies and Daily, on Keys, on s
+// and on a fresh memory store at the same instants, and fails at the first answer that differs. s
+// must be a sluice.Debiter.
 func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 	t.Helper()
 	ms := memory.New(memory.Config{})
 	defer ms.Close()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 42))
-	keys := []string{"a", "b", "c", "a key longer than sixteen bytes"}
+	keys := Keys
 	policies := append(Policies[:len(Policies):len(Policies)], Daily)
 	policy := func() *sluice.Policy { return policies[r.IntN(len(policies))] }
 	key := func() string { return keys[r.IntN(len(keys))] }

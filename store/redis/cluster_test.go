@@ -113,7 +113,7 @@ func TestCluster(t *testing.T) {
 		t.Run(fmt.Sprint("sameAsMemory/seed", seed), func(t *testing.T) {
 			// Each seed's keys must start empty, as the memory store's do.
 			for _, p := range append(storetest.Policies, storetest.Daily) {
-				for _, k := range []string{"a", "b", "c"} {
+				for _, k := range storetest.Keys {
 					if err := s.Reset(context.Background(), p, k); err != nil {
 						t.Fatal(err)
 					}
