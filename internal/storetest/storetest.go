@@ -60,6 +60,7 @@ var Policies = []*sluice.Policy{
 	// One limit counting requests: every check spends 1, whatever its cost.
 	sluice.MustPolicy("requests", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 900}, Unit: sluice.UnitRequest}),
 	sluice.MustPolicy("gcraRequests", sluice.Limit{Strategy: sluice.GCRA{Limit: 4, PeriodMs: 1000, Burst: 2}, Unit: sluice.UnitRequest}),
+	sluice.MustPolicy("fractionalBucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 4.7, RefillPerSec: 1.3}}),
 	sluice.MustPolicy("model",
 		sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 4, WindowMs: 1000, Buckets: 10}, Unit: sluice.UnitRequest},
 		sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 9, RefillPerSec: 3}}),
