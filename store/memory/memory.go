@@ -292,7 +292,7 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	if now, err = s.begin(now); err != nil {
 		return d, err
 	}
-	s.check(now, p, key, cost, &d)
+	s.check(now, s.bindingOf(p), key, cost, &d)
 	return d, nil
 }
 
@@ -312,13 +312,12 @@ func (s *Store) CheckVerdict(_ context.Context, now int64, p *sluice.Policy, key
 		return s.verdict(now, b, key, cost), nil
 	}
 	var d sluice.Decision
-	s.check(now, p, key, cost, &d)
+	s.check(now, b, key, cost, &d)
 	return sluice.Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}, nil
 }
 
-// check decides at an instant already resolved, writing the decision to *d.
-func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64, d *sluice.Decision) {
-	b := s.bindingOf(p)
+// check decides the policy bound by b at an instant already resolved, writing the decision to *d.
+func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.Decision) {
 	if b.single != nil {
 		*d = s.verdict(now, b, key, cost).Decision(b.limit)
 		return
@@ -326,7 +325,7 @@ func (s *Store) check(now int64, p *sluice.Policy, key string, cost int64, d *sl
 	h := hash(s.seed, key)
 	steps := make([]step, len(b.def.parts))
 	for i, part := range b.def.parts {
-		steps[i] = step{part: part, h: h, key: key, cost: p.Cost(i, cost)}
+		steps[i] = step{part: part, h: h, key: key, cost: b.policy.Cost(i, cost)}
 	}
 	out := make([]sluice.Decision, len(steps))
 	atomically(now, steps, out)
@@ -391,8 +390,9 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	if err != nil {
 		return err
 	}
+	b := s.bindingOf(p)
 	for i, k := range keys {
-		s.check(now, p, k, cost, &out[i])
+		s.check(now, b, k, cost, &out[i])
 	}
 	return nil
 }
@@ -464,14 +464,19 @@ func (s *Store) Forecast(_ context.Context, now int64, p *sluice.Policy, key str
 
 // Refund implements sluice.Store. Limits that count requests are left alone.
 func (s *Store) Refund(_ context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	return s.onCostLimits(now, p, key, cost, part.refund)
+}
+
+// onCostLimits applies op with cost to key in every part of p whose limit counts cost.
+func (s *Store) onCostLimits(now int64, p *sluice.Policy, key string, cost int64, op func(part, uint64, string, int64, int64)) error {
 	now, err := s.begin(now)
 	if err != nil {
 		return err
 	}
 	h := hash(s.seed, key)
-	for i, part := range s.partsOf(p) {
+	for i, pt := range s.partsOf(p) {
 		if p.Limits()[i].Unit == sluice.UnitCost {
-			part.refund(h, key, now, cost)
+			op(pt, h, key, now, cost)
 		}
 	}
 	return nil

@@ -512,30 +512,23 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 // Refund implements sluice.Store: one statement gives cost back to every limit of p that counts
 // cost; limits that count requests are left alone, and keys without a row have nothing to refund.
 func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
-	if err := s.begin(now); err != nil {
-		return err
-	}
-	c := newCall(opRefund, now, 1)
-	for i, l := range p.Limits() {
-		if l.Unit == sluice.UnitCost {
-			c.add(p, key, i, cost)
-		}
-	}
-	if len(c.steps) == 0 {
-		return nil
-	}
-	_, err := s.run(ctx, c)
-	return err
+	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
 // Debit implements sluice.Debiter: one statement charges cost to every limit of p that counts
 // cost, past the limit if need be, making the rows it lacks; limits that count requests are left
 // alone.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	return s.onCostLimits(ctx, opDebit, now, p, key, cost)
+}
+
+// onCostLimits runs operation o with cost on key under every limit of p that counts cost, in one
+// statement.
+func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Policy, key string, cost int64) error {
 	if err := s.begin(now); err != nil {
 		return err
 	}
-	c := newCall(opDebit, now, 1)
+	c := newCall(o, now, 1)
 	for i, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
 			c.add(p, key, i, cost)

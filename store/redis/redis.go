@@ -699,29 +699,22 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 // Refund implements sluice.Store: one script gives cost back to every limit of p that counts cost;
 // limits that count requests are left alone.
 func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	c := newCall(opRefund, now, s.slack, 0)
-	for i, l := range p.Limits() {
-		if l.Unit == sluice.UnitCost {
-			c.add(s, p, key, i, cost)
-		}
-	}
-	if len(c.keys) == 0 {
-		return nil
-	}
-	_, err := s.run(ctx, c)
-	return err
+	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
 // Debit implements sluice.Debiter: one script charges cost to every limit of p that counts cost,
 // past the limit if need be; limits that count requests are left alone.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
+	return s.onCostLimits(ctx, opDebit, now, p, key, cost)
+}
+
+// onCostLimits runs operation o with cost on key under every limit of p that counts cost, in one
+// script.
+func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Policy, key string, cost int64) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	c := newCall(opDebit, now, s.slack, 0)
+	c := newCall(o, now, s.slack, 0)
 	for i, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
 			c.add(s, p, key, i, cost)
