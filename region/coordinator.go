@@ -81,13 +81,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Coordinator, error) {
 	if cfg.IntervalMs < 1 || cfg.IntervalMs > maxInstant {
 		return nil, invalid("intervalMs", "must be from 1 to 2^53, got %d", cfg.IntervalMs)
 	}
-	floor := cfg.Floor
-	switch {
-	case floor == 0:
-		floor = DefaultFloor
-	case floor < 0:
-		floor = 0
-	}
+	floor := floorOf(cfg.Floor)
 	if !(floor < 1) {
 		return nil, invalid("floor", "must be below 1, got %v", cfg.Floor)
 	}

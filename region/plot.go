@@ -95,34 +95,16 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 		c.Text(legendLeft+22, y, clip(r, 18), textScale, black)
 		y += lineHeight
 	}
-	y += lineHeight / 2
-	for _, k := range []struct {
-		label       string
-		col         color.RGBA
-		width, dash int
-	}{
+	y = legend(c, y+lineHeight/2, []legendLine{
 		{"DEMAND", black, 3, 0},
 		{"REBALANCED SHARE", black, 1, 0},
 		{"EVEN SHARE", gray, 2, 6},
-	} {
-		c.Line(image.Pt(legendLeft, y+7), image.Pt(legendLeft+16, y+7), k.col, k.width, k.dash)
-		c.Text(legendLeft+22, y, k.label, textScale, black)
-		y += lineHeight
-	}
-	y = panel2Top
-	for _, k := range []struct {
-		label       string
-		col         color.RGBA
-		width, dash int
-	}{
+	})
+	y = legend(c, panel2Top, []legendLine{
 		{"SERVABLE", black, 1, 0},
 		{"SERVED, EVEN", gray, 2, 6},
 		{"SERVED, REBALANCED", rebGreen, 3, 0},
-	} {
-		c.Line(image.Pt(legendLeft, y+7), image.Pt(legendLeft+16, y+7), k.col, k.width, k.dash)
-		c.Text(legendLeft+22, y, k.label, textScale, black)
-		y += lineHeight
-	}
+	})
 	t := s.Totals()
 	y += lineHeight / 2
 	for _, line := range []string{
@@ -217,4 +199,21 @@ func clip(s string, n int) string {
 		return string(r[:n-1]) + "."
 	}
 	return s
+}
+
+// legendLine is one line of a legend: a stroke as a series draws it, and its label.
+type legendLine struct {
+	label       string
+	col         color.RGBA
+	width, dash int
+}
+
+// legend draws lines from y down and returns the y below them.
+func legend(c *raster.Canvas, y int, lines []legendLine) int {
+	for _, k := range lines {
+		c.Line(image.Pt(legendLeft, y+7), image.Pt(legendLeft+16, y+7), k.col, k.width, k.dash)
+		c.Text(legendLeft+22, y, k.label, textScale, black)
+		y += lineHeight
+	}
+	return y
 }

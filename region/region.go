@@ -27,6 +27,17 @@ import (
 // DefaultFloor is the fraction of the limit Rebalance reserves evenly when nothing else is said.
 const DefaultFloor = 0.1
 
+// floorOf is the floor a config's Floor field asks for: 0 means DefaultFloor, negative none.
+func floorOf(f float64) float64 {
+	switch {
+	case f == 0:
+		return DefaultFloor
+	case f < 0:
+		return 0
+	}
+	return f
+}
+
 // Even splits limit evenly across regions: limit/len(regions) each, and the remainder one unit
 // apiece to the first regions in sorted order, so the shares sum to exactly limit and every
 // process computes the same split from the same list. It is where a fleet starts before anyone

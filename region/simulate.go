@@ -64,13 +64,7 @@ type Totals struct {
 // The limit must be from 1 to 2^53 and the total demand at most 2^53; the other rules are
 // Even's and Rebalance's, and errors are *sluice.InvalidError as theirs.
 func Simulate(cfg SimConfig) (*Simulation, error) {
-	floor := cfg.Floor
-	switch {
-	case floor == 0:
-		floor = DefaultFloor
-	case floor < 0:
-		floor = 0
-	}
+	floor := floorOf(cfg.Floor)
 	every := cfg.Every
 	if every == 0 {
 		every = 1
