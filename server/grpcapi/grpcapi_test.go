@@ -84,6 +84,12 @@ func serve(t *testing.T, s setup) *grpc.ClientConn {
 	}
 	gs := grpc.NewServer(s.serverOpts...)
 	grpcapi.Register(gs, srv)
+	return dial(t, gs)
+}
+
+// dial serves gs on a free local port until the test ends and returns a client connection to it.
+func dial(t *testing.T, gs *grpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -60,18 +58,7 @@ func serveUsage(t *testing.T, b stream.Backend, opts ...grpc.ServerOption) (*grp
 	t.Helper()
 	gs := grpc.NewServer(append(opts, grpc.WaitForHandlers(true))...)
 	end := grpcapi.RegisterUsage(gs, b)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return gs, sluicev1.NewUsageClient(conn), end
+	return gs, sluicev1.NewUsageClient(dial(t, gs)), end
 }
 
 func newMemory(t *testing.T) *stream.MemoryEngine {
@@ -498,17 +485,7 @@ func TestUsageRegistration(t *testing.T) {
 			if tt.streams {
 				grpcapi.RegisterUsage(gs, newMemory(t))
 			}
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go gs.Serve(lis)
-			t.Cleanup(gs.Stop)
-			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
+			conn := dial(t, gs)
 
 			_, err = sluicev1.NewUsageClient(conn).Record(t.Context(), &sluicev1.RecordRequest{Events: usageEvents(1)})
 			if status.Code(err) != tt.wantRecord {
