@@ -94,12 +94,10 @@ type binding struct {
 	policy *sluice.Policy
 	def    *definition
 	// single, alg and limit are the part, strategy and ceiling of a policy of one limit
-	// (Check's fast path); single is nil for a composite policy. perRequest is whether that limit
-	// counts requests, each check spending 1 whatever its cost.
-	single     part
-	alg        any
-	limit      int64
-	perRequest bool
+	// (Check's fast path); single is nil for a composite policy.
+	single part
+	alg    any
+	limit  int64
 }
 
 var (
@@ -254,9 +252,7 @@ func (s *Store) bind(p *sluice.Policy) *binding {
 	}
 	b := &binding{policy: p, def: def}
 	if len(def.parts) == 1 {
-		l := p.Limits()[0]
-		b.single, b.alg, b.limit = def.parts[0], def.parts[0].strategy(), int64(l.Strategy.Ceiling())
-		b.perRequest = l.Unit == sluice.UnitRequest
+		b.single, b.alg, b.limit = def.parts[0], def.parts[0].strategy(), int64(p.Limits()[0].Strategy.Ceiling())
 	}
 	next := make(map[*sluice.Policy]*binding, len(cur)+1)
 	for q, qb := range cur {
@@ -339,9 +335,7 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 // copies of the state. GCRA's state is one word, which a compare-and-swap replaces; it is decided
 // before the swap and the verdict stays in registers, so the swap waits on no store.
 func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
-	if b.perRequest {
-		cost = 1
-	}
+	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
 	switch sp := b.single.(type) {
 	case *space[algo.GCRAState]:
