@@ -95,7 +95,7 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 		c.Text(legendLeft+22, y, clip(r, 18), textScale, black)
 		y += lineHeight
 	}
-	y = legend(c, y+lineHeight/2, []legendLine{
+	legend(c, y+lineHeight/2, []legendLine{
 		{"DEMAND", black, 3, 0},
 		{"REBALANCED SHARE", black, 1, 0},
 		{"EVEN SHARE", gray, 2, 6},
