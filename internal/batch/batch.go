@@ -3,9 +3,8 @@
 // own group, in arrival order, at one instant, exactly as the same checks sent one by one in that
 // order would be decided.
 //
-// The first check to find no open batch leads one: it runs at once when fewer than inFlight calls
-// are running (a lone caller never waits for company), and otherwise waits for one to end while
-// later checks join its batch. Only checks with the same explicit now (or 0) and the same number of
+// The first check to find no open batch leads one: it runs at once when a slot is free (a lone
+// caller never waits for company), and otherwise waits for one while later checks join its batch. Only checks with the same explicit now (or 0) and the same number of
 // limits share a batch.
 //
 // A batch gives up with the first of its callers to give up (its deadline is the earliest of
@@ -46,11 +45,13 @@ type batch[C, R any] struct {
 	err      error
 }
 
-// New returns a Batcher of at most max checks a call and inFlight calls at once. newCall starts a
-// call of checks of limits limits at now, add appends a check to it, and run runs it.
-func New[C, R any](max, inFlight int, newCall func(now int64, limits int) C,
+// New returns a Batcher of at most max checks a call. A call runs while it holds a token of slots
+// (a buffered channel: its capacity is how many calls run at once), which the caller may share
+// with other work that is to count against the same bound. newCall starts a call of checks of
+// limits limits at now, add appends a check to it, and run runs it.
+func New[C, R any](max int, slots chan struct{}, newCall func(now int64, limits int) C,
 	add func(c C, p *sluice.Policy, key string, cost int64) C, run func(ctx context.Context, c C) ([]R, error)) *Batcher[C, R] {
-	return &Batcher[C, R]{max: max, slots: make(chan struct{}, inFlight), newCall: newCall, add: add, run: run}
+	return &Batcher[C, R]{max: max, slots: slots, newCall: newCall, add: add, run: run}
 }
 
 // Check decides one check in a batch, and returns the reply of its call and the check's index in

@@ -25,7 +25,7 @@ type fake struct {
 }
 
 func (f *fake) batcher(max, inFlight int) *batch.Batcher[keys, int] {
-	return batch.New(max, inFlight,
+	return batch.New(max, make(chan struct{}, inFlight),
 		func(int64, int) keys { return nil },
 		func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
 		func(ctx context.Context, c keys) ([]int, error) {

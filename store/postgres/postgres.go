@@ -18,8 +18,10 @@
 // Calls lock their rows in one order (by policy, key and limit, sorted in Go), so two multi-key
 // calls never wait on each other. A key without a row is a fresh key: a check inserts the rows it
 // lacks, fresh, with ON CONFLICT DO NOTHING, and locks them before deciding, so two first checks of
-// one key take turns like any two checks (a deadlock this rare out-of-order locking may cause is
-// rolled back whole and run again). Peek and Forecast read a snapshot and lock nothing.
+// one key take turns like any two checks. A check that found some of its rows and lacks others
+// lets go of the ones it locked and inserts first, to keep the one order (migration 0004; a
+// deadlock that rare out-of-order locking may still cause is rolled back whole and run again).
+// Peek and Forecast read a snapshot and lock nothing.
 //
 // decide takes any number of independent all-or-nothing groups (CheckMany sends one per key), so a
 // batched mode can decide the Checks of concurrent callers in one statement, one group each, as
@@ -107,8 +109,10 @@ type Config struct {
 	// BatchSize is the most concurrent Checks one statement decides (see Check). 0 means 32; 1
 	// sends every Check on its own.
 	BatchSize int
-	// InFlight is how many statements of batched Checks may run at once before new Checks wait and
-	// batch. 0 means 4.
+	// InFlight is how many statements that write (checks, refunds, debits) may run at once; the
+	// others wait their turn, and Checks that wait batch together. Many concurrent statements
+	// locking overlapping rows spend more of the server on waiting for each other than they gain.
+	// 0 means 4.
 	InFlight int
 	// IdleRounding is the step idle_at is rounded up to, so that a busy row rewrites it (an indexed
 	// column, which defeats HOT updates) at most once per step. 0 means one minute; negative stores
@@ -134,6 +138,7 @@ type Store struct {
 	given atomic.Int64
 
 	batcher *batch.Batcher[*call, float64] // nil: every Check runs on its own
+	writers chan struct{}                  // a token per writing statement running (Config.InFlight)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -229,8 +234,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 	if inFlight <= 0 {
 		inFlight = 4
 	}
+	s.writers = make(chan struct{}, inFlight)
 	if size > 1 {
-		s.batcher = batch.New(size, inFlight,
+		s.batcher = batch.New(size, s.writers,
 			func(now int64, limits int) *call { return newCall(opCheck, now, limits) },
 			func(c *call, p *sluice.Policy, key string, cost int64) *call { c.addPolicy(p, key, cost); return c },
 			s.run)
@@ -353,6 +359,18 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	return out, nil
 }
 
+// write runs c, which writes, once it holds one of the Config.InFlight slots (the batcher holds
+// one for each call it runs).
+func (s *Store) write(ctx context.Context, c *call) ([]float64, error) {
+	select {
+	case s.writers <- struct{}{}:
+	case <-ctx.Done():
+		return nil, unavailable(ctx.Err())
+	}
+	defer func() { <-s.writers }()
+	return s.run(ctx, c)
+}
+
 // giveUpAt is the instant (epoch ms) by which a statement must have taken its row locks, or 0 for
 // no deadline: a little before ctx's deadline (an eighth of the time left, at most 50 ms, for the
 // answer's way back). When the caller gives up, pgx drops the connection, but a statement waiting
@@ -413,7 +431,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 	}
 	c := newCall(opCheck, now, len(p.Limits()))
 	c.addPolicy(p, key, cost)
-	v, err := s.run(ctx, c)
+	v, err := s.write(ctx, c)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
@@ -433,7 +451,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	for _, k := range keys {
 		c.addPolicy(p, k, cost)
 	}
-	v, err := s.run(ctx, c)
+	v, err := s.write(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -460,7 +478,7 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 	for _, op := range ops {
 		c.addPolicy(op.Policy, op.Key, op.Cost)
 	}
-	v, err := s.run(ctx, c)
+	v, err := s.write(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -537,7 +555,7 @@ func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Pol
 	if len(c.steps) == 0 {
 		return nil
 	}
-	_, err := s.run(ctx, c)
+	_, err := s.write(ctx, c)
 	return err
 }
 

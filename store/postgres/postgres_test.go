@@ -172,6 +172,58 @@ func TestConcurrentChecksAreExact(t *testing.T) {
 	}
 }
 
+// TestFirstChecksAmongExistingRows races CheckManys over keys of which half have rows and half do
+// not: a call that holds the rows it found and lacks others starts over, inserting first, and
+// every key still admits exactly its capacity.
+func TestFirstChecksAmongExistingRows(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t, pgstore.Config{})
+	ctx := context.Background()
+	const capacity, rounds, perRound, goroutines, checks = 10, 8, 20, 16, 3
+	p := sluice.MustPolicy("mixed", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: capacity, RefillPerSec: 1e-6}})
+	// Each round has its own keys; the even ones have rows before the race starts.
+	keys := make([][]string, rounds)
+	admitted := make([][perRound]atomic.Int64, rounds)
+	for r := range keys {
+		for i := range perRound {
+			keys[r] = append(keys[r], fmt.Sprintf("r%d:k%02d", r, i))
+			if i%2 == 0 {
+				if d, err := s.Check(ctx, t0, p, keys[r][i], 1); err != nil || !d.Allowed {
+					t.Fatalf("first check of %s: %+v, %v", keys[r][i], d, err)
+				}
+				admitted[r][i].Add(1)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			out := make([]sluice.Decision, perRound)
+			for r := range rounds {
+				for range checks {
+					if err := s.CheckMany(ctx, t0, p, keys[r], 1, out); err != nil {
+						t.Errorf("goroutine %d, round %d: %v", g, r, err)
+						return
+					}
+					for i, d := range out {
+						if d.Allowed {
+							admitted[r][i].Add(1)
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for r := range keys {
+		for i, k := range keys[r] {
+			if got := admitted[r][i].Load(); got != capacity {
+				t.Errorf("%s admitted %d, want exactly %d", k, got, capacity)
+			}
+		}
+	}
+}
+
 // TestCheckAllLoginPair is seed 002 §2b: once an account has spent its 5 logins, attempts checked
 // with CheckAll against the IP and the account spend nothing of the IP's budget.
 func TestCheckAllLoginPair(t *testing.T) {
@@ -453,6 +505,43 @@ func TestDeadlineIsUnavailable(t *testing.T) {
 	_, err := s.Check(ctx, t0, p, "k", 1)
 	if !errors.Is(err, sluice.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v, want sluice.ErrUnavailable wrapping context.DeadlineExceeded", err)
+	}
+}
+
+// TestInFlightBoundsWriters holds the only writing slot with a check waiting for a locked row: a
+// second check waits in the store, never reaching the server, and gives up at its deadline, while
+// a peek, which writes nothing, still runs.
+func TestInFlightBoundsWriters(t *testing.T) {
+	t.Parallel()
+	s, pool, q := newStore(t, pgstore.Config{InFlight: 1, BatchSize: 1})
+	ctx := context.Background()
+	p := sluice.MustPolicy("slots", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 1}})
+	if _, err := s.Check(ctx, t0, p, "held", 1); err != nil {
+		t.Fatal(err)
+	}
+	unlock := lockRow(t, pool, q, "held")
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Check(ctx, t0, p, "held", 1)
+		first <- err
+	}()
+	for count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'", q) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Check(short, t0, p, "other", 1); !errors.Is(err, sluice.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second check with the slot taken: %v, want sluice.ErrUnavailable and context.DeadlineExceeded", err)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM "+q+".limits WHERE key = 'other'"); n != 0 {
+		t.Errorf("the second check reached the server: %d rows for its key", n)
+	}
+	if d, err := s.Peek(ctx, t0, p, "other"); err != nil || d.Remaining != 5 {
+		t.Errorf("a peek with the slot taken: %+v, %v; want 5 remaining", d, err)
+	}
+	unlock()
+	if err := <-first; err != nil {
+		t.Errorf("the check that held the slot: %v", err)
 	}
 }
 

@@ -126,7 +126,7 @@ func New(client rueidis.Client, cfg Config) *Store {
 		inFlight = 2
 	}
 	if size > 1 && !s.cluster {
-		s.batcher = batch.New(size, inFlight,
+		s.batcher = batch.New(size, make(chan struct{}, inFlight),
 			func(now int64, limits int) call { return newCall(opCheck, now, s.slack, limits) },
 			func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
 			func(ctx context.Context, c call) ([]int64, error) {
