@@ -66,7 +66,15 @@ func (c *call) width() int {
 
 // compareRows orders rows by (policy, key, limit): the order every call locks them in.
 func compareRows(a, b *step) int {
-	return cmp.Or(strings.Compare(a.p.Name(), b.p.Name()), strings.Compare(a.key, b.key), cmp.Compare(a.i, b.i))
+	if a.p != b.p {
+		if c := strings.Compare(a.p.Name(), b.p.Name()); c != 0 {
+			return c
+		}
+	}
+	if c := strings.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
 }
 
 // args is decide's arguments: the distinct rows in lock order, and each step's row, strategy,
@@ -95,7 +103,7 @@ func (c *call) args(round int64) []any {
 	}
 	kinds := make([]string, len(c.steps))
 	params := make([]float64, 0, 3*len(c.steps))
-	bounds := make([]float64, 4*len(c.steps))
+	var bounds []float64 // four per step when any step is a calendar window, else none
 	costs := make([]int64, len(c.steps))
 	for i, st := range c.steps {
 		var kind string
@@ -108,6 +116,9 @@ func (c *call) args(round int64) []any {
 		case sluice.FixedWindow:
 			kind, a, b = "f", s.Limit, s.WindowMs
 			if s.Calendar != "" {
+				if bounds == nil {
+					bounds = make([]float64, 4*len(c.steps))
+				}
 				calendarBounds(s, c.now, bounds[4*i:4*i+4])
 			}
 		case sluice.SlidingWindow:
@@ -120,6 +131,9 @@ func (c *call) args(round int64) []any {
 		kinds[i] = kind
 		params = append(params, a, b, d)
 		costs[i] = st.cost
+	}
+	if bounds == nil {
+		bounds = []float64{} // '{}', not NULL
 	}
 	return []any{string(c.op), c.now, int32(c.perGroup), round, int64(0), policies, keys, idx, rowOf, kinds, params, costs, bounds}
 }
