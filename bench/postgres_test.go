@@ -163,7 +163,7 @@ func runPgbench(b *testing.B, url string) {
 		f.Close()
 	}
 	// pgbench's own rate leaves out its 64 connection setups, as sluice's side, on a warm pool,
-	// does: counted in, they cost a one-second run about a tenth of its rate.
+	// does: counted in, they cost a one-second run about a fifth of its rate.
 	m := pgbenchTPS.FindSubmatch(out)
 	if m == nil {
 		b.Fatalf("pgbench printed no tps:\n%s", out)

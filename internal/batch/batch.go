@@ -4,8 +4,8 @@
 // order would be decided.
 //
 // The first check to find no open batch leads one: it runs at once when a slot is free (a lone
-// caller never waits for company), and otherwise waits for one while later checks join its batch. Only checks with the same explicit now (or 0) and the same number of
-// limits share a batch.
+// caller never waits for company), and otherwise waits for one while later checks join its batch.
+// Only checks with the same explicit now (or 0) and the same number of limits share a batch.
 //
 // A batch gives up with the first of its callers to give up (its deadline is the earliest of
 // theirs): a check must never be decided after its caller was told it was not, and the checks of
