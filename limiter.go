@@ -44,10 +44,11 @@ func (r *registry) find(name string) (*entry, bool) {
 
 type entry struct {
 	policy *Policy
-	limit  int64 // the ceiling of a policy of one limit; 0 for a composite policy
+	limit  int64     // the ceiling of a policy of one limit; 0 for a composite policy
+	_      [112]byte // keeps the counts off the lines every check reads policy and limit from
 	// counts are striped so that concurrent checks of one policy do not all write one cache line:
 	// a check counts in the stripe of its goroutine's stack address, and concurrent checks run on
-	// different stacks.
+	// different stacks, which start at 2 KiB, often side by side (see stripeOf).
 	counts [8]struct {
 		allowed, denied atomic.Uint64
 		_               [112]byte // two cache lines apart: adjacent lines are fetched in pairs
@@ -307,14 +308,17 @@ func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
 
 func (e *entry) count(allowed bool) {
 	var onStack byte
-	stripe := uint64(uintptr(unsafe.Pointer(&onStack))) >> 13 * 0x9e3779b97f4a7c15 >> 61 // 8 stripes
-	c := &e.counts[stripe]
+	c := &e.counts[stripeOf(uintptr(unsafe.Pointer(&onStack)))]
 	if allowed {
 		c.allowed.Add(1)
 	} else {
 		c.denied.Add(1)
 	}
 }
+
+// stripeOf is the stripe of counts for a check running on the stack at addr: a Fibonacci hash of
+// its 2 KiB block, which gives neighbouring blocks different stripes.
+func stripeOf(addr uintptr) uint64 { return uint64(addr) >> 11 * 0x9e3779b97f4a7c15 >> 61 }
 
 func checkCost(p *Policy, cost int64) *InvalidError {
 	if cost < 1 {
