@@ -2,6 +2,8 @@ package algo_test
 
 import (
 	"fmt"
+	"math"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -21,6 +23,33 @@ func ExampleGCRA_Check() {
 	// t=1000 allowed=true remaining=4 retryAfterMs=0
 	// t=1000 allowed=true remaining=3 retryAfterMs=0
 	// t=1000 allowed=true remaining=2 retryAfterMs=0
+	// t=1000 allowed=true remaining=1 retryAfterMs=0
+	// t=1000 allowed=true remaining=0 retryAfterMs=0
+	// t=1000 allowed=false remaining=0 retryAfterMs=100
+	// t=1100 allowed=true remaining=0 retryAfterMs=0
+}
+
+// Spend and Verdict split a check around a compare-and-swap of the key's state: only Spend's few
+// operations run between reading the state and swapping in the next one, and the verdict's
+// divisions come after, when other checks of the key no longer wait on them.
+func ExampleGCRA_Spend() {
+	g := algo.NewGCRA(sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 2})
+	var tat atomic.Uint64 // the key's state, as a float64's bits; 0 is a fresh key
+	check := func(now int64) sluice.Verdict {
+		for {
+			bits := tat.Load()
+			old := algo.GCRAState{TAT: math.Float64frombits(bits)}
+			next, ok := g.Spend(old, now, 1)
+			if !ok || tat.CompareAndSwap(bits, math.Float64bits(next.TAT)) {
+				return g.Verdict(old, next, now, 1, ok)
+			}
+		}
+	}
+	for _, now := range []int64{1000, 1000, 1000, 1100} {
+		v := check(now)
+		fmt.Printf("t=%d allowed=%v remaining=%d retryAfterMs=%d\n", now, v.Allowed, v.Remaining, v.RetryAfterMs)
+	}
+	// Output:
 	// t=1000 allowed=true remaining=1 retryAfterMs=0
 	// t=1000 allowed=true remaining=0 retryAfterMs=0
 	// t=1000 allowed=false remaining=0 retryAfterMs=100

@@ -28,14 +28,32 @@ func (g *GCRA) Check(s GCRAState, now, cost int64) (GCRAState, sluice.Decision) 
 
 // Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
 func (g *GCRA) Decide(s GCRAState, now, cost int64) (GCRAState, sluice.Verdict) {
+	next, ok := g.Spend(s, now, cost)
+	return next, g.Verdict(s, next, now, cost, ok)
+}
+
+// Spend is Decide's first half: the state after a check of cost at now, and whether it is
+// admitted. A store that holds a key's state only from reading it to writing it back calls Spend in
+// between and Verdict after, so that the verdict's divisions do not keep other checks waiting.
+func (g *GCRA) Spend(s GCRAState, now, cost int64) (next GCRAState, ok bool) {
 	n := float64(now)
-	tat := atLeast(s.TAT, n)
-	newTAT := tat + float64(g.t*float64(cost))
-	allowAt := newTAT - g.tau
-	if n < allowAt {
-		return s, deny(whole((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+	newTAT := atLeast(s.TAT, n) + float64(g.t*float64(cost))
+	if n < newTAT-g.tau {
+		return s, false
 	}
-	return GCRAState{TAT: newTAT}, allow(whole((g.tau-(newTAT-n))/g.t), ceil(newTAT))
+	return GCRAState{TAT: newTAT}, true
+}
+
+// Verdict is Decide's second half: the verdict of the check that Spend answered with next and ok,
+// from s.
+func (g *GCRA) Verdict(s, next GCRAState, now, cost int64, ok bool) sluice.Verdict {
+	n := float64(now)
+	if !ok {
+		tat := atLeast(s.TAT, n)
+		allowAt := tat + float64(g.t*float64(cost)) - g.tau
+		return deny(whole((g.tau-(tat-n))/g.t), ceil(tat), ceil(allowAt-n))
+	}
+	return allow(whole((g.tau-(next.TAT-n))/g.t), ceil(next.TAT))
 }
 
 // Peek reports the state at now without changing it.

@@ -332,8 +332,10 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 //
 // A GCRA, token bucket or fixed window limit (the common case, and the hot one) is decided with
 // the strategy's concrete type: through the generic part it would cost an interface call and
-// copies of the state. GCRA's state is one word, which a compare-and-swap replaces; it is decided
-// before the swap and the verdict stays in registers, so the swap waits on no store.
+// copies of the state. GCRA's state is one word, which a compare-and-swap replaces. Only the next
+// state is computed between reading the word and the swap (Spend), and the verdict after it
+// (Verdict): on a key hot on several cores, the shorter that window, the fewer swaps fail and the
+// less the word's cache line moves. The verdict stays in registers, so the swap waits on no store.
 func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
 	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
@@ -352,9 +354,9 @@ func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Ve
 					spin(i)
 					continue
 				}
-				next, v := g.Decide(old, now, cost)
+				next, ok := g.Spend(old, now, cost)
 				if t.swap(sl, old, next) {
-					return v
+					return g.Verdict(old, next, now, cost, ok)
 				}
 			}
 		}
