@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -100,6 +101,40 @@ func BenchmarkHotKeyParallel(b *testing.B) {
 			reportAllowed(b, allowed.Load())
 		})
 	}
+	// floor-cas is no limiter: it is the least an exact check of one key does, on one word of state
+	// alone. It loads the word, applies GCRA's admission arithmetic and compare-and-swaps the result
+	// back. Its -cpu 2 ÷ -cpu 1 is what passing that word back and forth between two cores costs on
+	// this machine, with nothing else in the check.
+	b.Run("floor-cas", func(b *testing.B) {
+		var w struct {
+			_   [64]byte
+			tat atomic.Uint64
+			_   [64]byte
+		}
+		const now, t, tau = 1e12, 1e-3, 1e15 // tau so large that every check is admitted
+		b.ReportAllocs()
+		var allowed atomic.Int64
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			var n int64
+			for pb.Next() {
+				for {
+					old := w.tat.Load()
+					tat := max(math.Float64frombits(old), now) + t
+					if now < tat-tau {
+						break
+					}
+					if w.tat.CompareAndSwap(old, math.Float64bits(tat)) {
+						n++
+						break
+					}
+				}
+			}
+			allowed.Add(n)
+		})
+		b.StopTimer()
+		reportAllowed(b, allowed.Load())
+	})
 	b.Run("xtime-rate", func(b *testing.B) {
 		lim := newHotRate()
 		b.ReportAllocs()
