@@ -336,6 +336,8 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 // state is computed between reading the word and the swap (Spend), and the verdict after it
 // (Verdict): on a key hot on several cores, the shorter that window, the fewer swaps fail and the
 // less the word's cache line moves. The verdict stays in registers, so the swap waits on no store.
+// Token bucket and fixed window states take the slot's lock bit instead; their common case, the
+// key present and its slot free, is inlined here, and getWords does the rest.
 func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
 	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
@@ -365,15 +367,29 @@ func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Ve
 		t.unlock(sl, next)
 		return v
 	case *space[algo.TokenBucketState]:
-		t := sp.shard(h)
+		t, tb := sp.shard(h), b.alg.(*algo.TokenBucket)
+		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
+			if m, ok := lockPair(sl); ok {
+				next, v := tb.Decide(sl.state, now, cost)
+				unlockPair(sl, m, next)
+				return v
+			}
+		}
 		sl, old := t.getWords(h, key, w0, w1, true)
-		next, v := b.alg.(*algo.TokenBucket).Decide(old, now, cost)
+		next, v := tb.Decide(old, now, cost)
 		t.unlock(sl, next)
 		return v
 	case *space[algo.FixedWindowState]:
-		t := sp.shard(h)
+		t, fw := sp.shard(h), b.alg.(*algo.FixedWindow)
+		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
+			if m, ok := lockPair(sl); ok {
+				next, v := fw.Decide(sl.state, now, cost)
+				unlockPair(sl, m, next)
+				return v
+			}
+		}
 		sl, old := t.getWords(h, key, w0, w1, true)
-		next, v := b.alg.(*algo.FixedWindow).Decide(old, now, cost)
+		next, v := fw.Decide(old, now, cost)
 		t.unlock(sl, next)
 		return v
 	}

@@ -221,6 +221,19 @@ func (t *table[S]) tryLock(s *slot[S]) (v S, ok bool) {
 	return s.state, true
 }
 
+// lockPair locks the slot s of a two-word state if it is live and free, without waiting, and
+// returns the meta word that unlocks it (unlockPair). It inlines into a check's common case.
+func lockPair[S any](s *slot[S]) (m uint64, ok bool) {
+	m = s.meta.Load()
+	return m, m&(kindMask|locked) == live && s.meta.CompareAndSwap(m, m|locked)
+}
+
+// unlockPair stores v as the state of s, locked by lockPair, and unlocks it with m.
+func unlockPair[S any](s *slot[S], m uint64, v S) {
+	s.state = v
+	s.meta.Store(m)
+}
+
 // lock locks s and returns its state, waiting while another holds it. It fails if s is no longer
 // live.
 func (t *table[S]) lock(s *slot[S]) (v S, ok bool) {
