@@ -97,7 +97,9 @@ BEGIN
       END IF;
       IF op = 'c' AND per_group = 1 THEN
         -- Groups of one step (see the top of this file). The dispatch is the loop's below, spelled
-        -- out again: a function around it would cost a PL/pgSQL call per step.
+        -- out again: a function around it would cost a PL/pgSQL call per step, and a branch for
+        -- groups of one inside that loop keeps its per-group bookkeeping, which measured at about
+        -- half this loop's gain (1.07-1.14 against 1.00-1.08 ms a call of 100 keys).
         FOR step_no IN 1 .. nsteps LOOP
           row_no := step_row[step_no];
           st := (cur[row_no]).v;
