@@ -78,6 +78,31 @@ func ExampleLimiter_Check() {
 	// true
 }
 
+// CheckVerdict is Check for a hot path that needs only allowed, remaining, resetAt and retryAfter:
+// a smaller answer, returned in registers.
+func ExampleLimiter_CheckVerdict() {
+	store := memory.New(memory.Config{})
+	defer store.Close()
+	lim, err := sluice.New(store, sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 2, WindowMs: 1000}}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := sluice.WithNow(context.Background(), exampleNow)
+	for i := 0; i < 3; i++ {
+		v, err := lim.CheckVerdict(ctx, "api", "user:42", 1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("allowed=%v remaining=%d resetAt=+%dms retryAfterMs=%d\n", v.Allowed, v.Remaining, v.ResetAt-exampleNow, v.RetryAfterMs)
+	}
+	// Output:
+	// allowed=true remaining=1 resetAt=+1000ms retryAfterMs=0
+	// allowed=true remaining=0 resetAt=+1000ms retryAfterMs=0
+	// allowed=false remaining=0 resetAt=+1000ms retryAfterMs=1000
+}
+
 // Login throttling with two rules, 50 attempts per IP and 5 per account over 15 minutes, checked
 // together: an attempt the account rule denies spends nothing of the IP's budget.
 func ExampleLimiter_CheckAll() {

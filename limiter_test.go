@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -89,6 +90,10 @@ func TestLimiterBadInputChangesNothing(t *testing.T) {
 		{"Check cost MaxInt64", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "q", "a", math.MaxInt64); return err }, "cost"},
 		{"Check empty key", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "p", "", 1); return err }, "key"},
 		{"Check key of 1025 bytes", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "p", long, 1); return err }, "key"},
+		{"CheckVerdict cost 0", func(l *sluice.Limiter) error { _, err := l.CheckVerdict(ctx, "p", "a", 0); return err }, "cost"},
+		{"CheckVerdict cost above MaxCost", func(l *sluice.Limiter) error { _, err := l.CheckVerdict(ctx, "p", "a", 4); return err }, "cost"},
+		{"CheckVerdict empty key", func(l *sluice.Limiter) error { _, err := l.CheckVerdict(ctx, "p", "", 1); return err }, "key"},
+		{"CheckVerdict key of 1025 bytes", func(l *sluice.Limiter) error { _, err := l.CheckVerdict(ctx, "p", long, 1); return err }, "key"},
 		{"CheckMany cost 0", func(l *sluice.Limiter) error { _, err := l.CheckMany(ctx, "p", []string{"a", "b"}, 0); return err }, "cost"},
 		{"CheckMany cost above MaxCost", func(l *sluice.Limiter) error { _, err := l.CheckMany(ctx, "p", []string{"a", "b"}, 4); return err }, "cost"},
 		{"CheckMany empty key at 2", func(l *sluice.Limiter) error {
@@ -148,6 +153,67 @@ func TestLimiterBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+// TestCheckVerdict runs one sequence of checks through Check on one limiter and through
+// CheckVerdict on another, on the fast path (the memory store) and off it (a store that does not
+// decide in Verdicts), and wants the same verdicts and the same counts.
+func TestCheckVerdict(t *testing.T) {
+	type plainStore struct{ sluice.Store } // hides the memory store's CheckVerdict
+	policies := []*sluice.Policy{
+		sluice.MustPolicy("gcra", sluice.Limit{Strategy: sluice.GCRA{Limit: 2, PeriodMs: 1000, Burst: 3}}),
+		sluice.MustPolicy("bucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 3, RefillPerSec: 2}}),
+		sluice.MustPolicy("window", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 1000}}),
+		sluice.MustPolicy("sliding", sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 3, WindowMs: 1000, Buckets: 4}}),
+		sluice.MustPolicy("log", sluice.Limit{Strategy: sluice.SlidingWindowLog{Limit: 3, WindowMs: 1000}}),
+		sluice.MustPolicy("model",
+			sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 4, WindowMs: 1000, Buckets: 10}, Unit: sluice.UnitRequest},
+			sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 5}}),
+	}
+	steps := []struct {
+		at   int64 // ms after t0
+		key  string
+		cost int64
+	}{
+		{0, "a", 1}, {0, "a", 2}, {0, "a", 1}, {0, "b", 3}, {250, "a", 1}, {400, "a", 2},
+		{999, "b", 1}, {1000, "a", 1}, {1001, "a", 3}, {1500, "b", 2}, {2600, "a", 1},
+	}
+	for _, fast := range []bool{true, false} {
+		for _, p := range policies {
+			t.Run(fmt.Sprintf("%s/fast=%v", p.Name(), fast), func(t *testing.T) {
+				var byCheck, byVerdict sluice.Store = newStore(t, t0), newStore(t, t0)
+				if !fast {
+					byCheck, byVerdict = plainStore{byCheck}, plainStore{byVerdict}
+				}
+				lc, err := sluice.New(byCheck, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lv, err := sluice.New(byVerdict, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, st := range steps {
+					cost := min(st.cost, p.MaxCost())
+					ctx := at(t0 + st.at)
+					d := mustCheck(t, lc, ctx, p.Name(), st.key, cost)
+					v, err := lv.CheckVerdict(ctx, p.Name(), st.key, cost)
+					if err != nil {
+						t.Fatalf("step %d: CheckVerdict: %v", i, err)
+					}
+					want := sluice.Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}
+					if v != want {
+						t.Errorf("step %d: CheckVerdict = %+v, Check = %+v", i, v, want)
+					}
+				}
+				sc, _ := lc.Stats(p.Name())
+				sv, _ := lv.Stats(p.Name())
+				if sc != sv || sc.Denied == 0 || sc.Allowed == 0 {
+					t.Errorf("Stats after CheckVerdict %+v, after Check %+v; want equal, with both outcomes", sv, sc)
+				}
+			})
+		}
+	}
+}
+
 func TestLimiterKeyLength(t *testing.T) {
 	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}})
 	tests := []struct {
@@ -189,6 +255,7 @@ func TestLimiterUnknownPolicy(t *testing.T) {
 		{"Check", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "nope", "a", 1); return err }},
 		{"Check with bad cost too", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "nope", "a", 0); return err }},
 		{"Check empty name", func(l *sluice.Limiter) error { _, err := l.Check(ctx, "", "a", 1); return err }},
+		{"CheckVerdict", func(l *sluice.Limiter) error { _, err := l.CheckVerdict(ctx, "nope", "a", 1); return err }},
 		{"CheckMany", func(l *sluice.Limiter) error { _, err := l.CheckMany(ctx, "nope", []string{"a", "b"}, 1); return err }},
 		{"CheckAll unknown second item", func(l *sluice.Limiter) error {
 			_, err := l.CheckAll(ctx, sluice.Item{Policy: "p", Key: "a", Cost: 1}, sluice.Item{Policy: "nope", Key: "a", Cost: 1})

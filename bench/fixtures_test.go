@@ -62,6 +62,67 @@ var hotStrategies = []strategyCase{
 	{"fixedwindow", sluice.FixedWindow{Limit: 1e15, WindowMs: 3_600_000}},
 }
 
+// sluiceCalls name the two ways the hot-key benchmarks check with a sluice Limiter, as suffixes of
+// the sub-benchmark's name: "" is Check, which returns the whole Decision; "-verdict" is
+// CheckVerdict, which returns what go-limiter's Take returns (whether admitted, what remains, when
+// it resets) and, at four words, travels in registers where the Decision goes through memory.
+var sluiceCalls = []string{"", "-verdict"}
+
+// hotChecks checks the hot key b.N times with the call named by call, and returns how many were
+// admitted.
+func hotChecks(b *testing.B, lim *sluice.Limiter, call string) (allowed int64) {
+	if call == "-verdict" {
+		for range b.N {
+			v, err := lim.CheckVerdict(ctx, "p", "hot", 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v.Allowed {
+				allowed++
+			}
+		}
+		return allowed
+	}
+	for range b.N {
+		d, err := lim.Check(ctx, "p", "hot", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+// hotChecksParallel is hotChecks for one goroutine of RunParallel.
+func hotChecksParallel(b *testing.B, lim *sluice.Limiter, call string, pb *testing.PB) (allowed int64) {
+	if call == "-verdict" {
+		for pb.Next() {
+			v, err := lim.CheckVerdict(ctx, "p", "hot", 1)
+			if err != nil {
+				b.Error(err)
+				return allowed
+			}
+			if v.Allowed {
+				allowed++
+			}
+		}
+		return allowed
+	}
+	for pb.Next() {
+		d, err := lim.Check(ctx, "p", "hot", 1)
+		if err != nil {
+			b.Error(err)
+			return allowed
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
 // keyStrategies are the policies of the many-keys and state-per-key benchmarks: an ordinary
 // per-user limit of 1000 a second. With 1M keys each key is checked a few dozen times a second at
 // most, so nearly every check is admitted.

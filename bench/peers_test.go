@@ -21,24 +21,17 @@ import (
 // BenchmarkHotKey is one key checked b.N times in a loop by one goroutine.
 func BenchmarkHotKey(b *testing.B) {
 	for _, sc := range hotStrategies {
-		b.Run("sluice-"+sc.name, func(b *testing.B) {
-			lim, st := newSluice(b, sc.strategy, memory.Config{})
-			defer st.Close()
-			b.ReportAllocs()
-			var allowed int64
-			b.ResetTimer()
-			for range b.N {
-				d, err := lim.Check(ctx, "p", "hot", 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if d.Allowed {
-					allowed++
-				}
-			}
-			b.StopTimer()
-			reportAllowed(b, allowed)
-		})
+		for _, call := range sluiceCalls {
+			b.Run("sluice-"+sc.name+call, func(b *testing.B) {
+				lim, st := newSluice(b, sc.strategy, memory.Config{})
+				defer st.Close()
+				b.ReportAllocs()
+				b.ResetTimer()
+				allowed := hotChecks(b, lim, call)
+				b.StopTimer()
+				reportAllowed(b, allowed)
+			})
+		}
 	}
 	b.Run("xtime-rate", func(b *testing.B) {
 		lim := newHotRate()
@@ -77,29 +70,20 @@ func BenchmarkHotKey(b *testing.B) {
 // -cpu 1,2). x/time/rate shares one *rate.Limiter.
 func BenchmarkHotKeyParallel(b *testing.B) {
 	for _, sc := range hotStrategies {
-		b.Run("sluice-"+sc.name, func(b *testing.B) {
-			lim, st := newSluice(b, sc.strategy, memory.Config{})
-			defer st.Close()
-			b.ReportAllocs()
-			var allowed atomic.Int64
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				var n int64
-				for pb.Next() {
-					d, err := lim.Check(ctx, "p", "hot", 1)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if d.Allowed {
-						n++
-					}
-				}
-				allowed.Add(n)
+		for _, call := range sluiceCalls {
+			b.Run("sluice-"+sc.name+call, func(b *testing.B) {
+				lim, st := newSluice(b, sc.strategy, memory.Config{})
+				defer st.Close()
+				b.ReportAllocs()
+				var allowed atomic.Int64
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					allowed.Add(hotChecksParallel(b, lim, call, pb))
+				})
+				b.StopTimer()
+				reportAllowed(b, allowed.Load())
 			})
-			b.StopTimer()
-			reportAllowed(b, allowed.Load())
-		})
+		}
 	}
 	// floor-cas is no limiter: it is the least an exact check of one key does, on one word of state
 	// alone. It loads the word, applies GCRA's admission arithmetic and compare-and-swaps the result
