@@ -3,6 +3,7 @@ package algo_test
 import (
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
@@ -44,6 +45,32 @@ func ExampleGCRA_Spend() {
 				return g.Verdict(old, next, now, 1, ok)
 			}
 		}
+	}
+	for _, now := range []int64{1000, 1000, 1000, 1100} {
+		v := check(now)
+		fmt.Printf("t=%d allowed=%v remaining=%d retryAfterMs=%d\n", now, v.Allowed, v.Remaining, v.RetryAfterMs)
+	}
+	// Output:
+	// t=1000 allowed=true remaining=1 retryAfterMs=0
+	// t=1000 allowed=true remaining=0 retryAfterMs=0
+	// t=1000 allowed=false remaining=0 retryAfterMs=100
+	// t=1100 allowed=true remaining=0 retryAfterMs=0
+}
+
+// A token bucket's state is two words, so a store locks it; Spend is all it does under the lock,
+// and the verdict's divisions come after.
+func ExampleTokenBucket_Spend() {
+	b := algo.NewTokenBucket(sluice.TokenBucket{Capacity: 2, RefillPerSec: 10})
+	var (
+		mu    sync.Mutex // guards state
+		state algo.TokenBucketState
+	)
+	check := func(now int64) sluice.Verdict {
+		mu.Lock()
+		next, tokens := b.Spend(state, now, 1)
+		state = next
+		mu.Unlock()
+		return b.Verdict(tokens, now, 1)
 	}
 	for _, now := range []int64{1000, 1000, 1000, 1100} {
 		v := check(now)

@@ -43,13 +43,31 @@ func (b *TokenBucket) Check(s TokenBucketState, now, cost int64) (TokenBucketSta
 
 // Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
 func (b *TokenBucket) Decide(s TokenBucketState, now, cost int64) (TokenBucketState, sluice.Verdict) {
-	tokens := b.tokens(s, float64(now))
+	next, tokens := b.Spend(s, now, cost)
+	return next, b.Verdict(tokens, now, cost)
+}
+
+// Spend is Decide's first half: the state after a check of cost at now, and the tokens the bucket
+// held at now, from which Verdict answers. A store that holds a key's state only from reading it
+// to writing it back calls Spend in between and Verdict after, so that the verdict's divisions do
+// not keep other checks waiting.
+func (b *TokenBucket) Spend(s TokenBucketState, now, cost int64) (next TokenBucketState, tokens float64) {
+	tokens = b.tokens(s, float64(now))
+	if c := float64(cost); tokens >= c {
+		return TokenBucketState{Tokens: tokens - c, Last: now}, tokens
+	}
+	return s, tokens
+}
+
+// Verdict is Decide's second half: the verdict of a check of cost at now on a bucket that held
+// tokens (Spend's answer).
+func (b *TokenBucket) Verdict(tokens float64, now, cost int64) sluice.Verdict {
 	c := float64(cost)
 	if tokens >= c {
 		left := tokens - c
-		return TokenBucketState{Tokens: left, Last: now}, allow(whole(left), b.fullAt(now, left))
+		return allow(whole(left), b.fullAt(now, left))
 	}
-	return s, deny(whole(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
+	return deny(whole(tokens), b.fullAt(now, tokens), ceil((c-tokens)/b.perMs))
 }
 
 // Peek reports the state at now without changing it.

@@ -337,7 +337,9 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 // (Verdict): on a key hot on several cores, the shorter that window, the fewer swaps fail and the
 // less the word's cache line moves. The verdict stays in registers, so the swap waits on no store.
 // Token bucket and fixed window states take the slot's lock bit instead; their common case, the
-// key present and its slot free, is inlined here, and getWords does the rest.
+// key present and its slot free, is inlined here, and getWords does the rest. Token bucket holds
+// the lock only for Spend, as GCRA's swap waits only on it; fixed window's window bounds are a
+// division whichever side of the lock they fall, and splitting its Decide measured no better.
 func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
 	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
@@ -370,9 +372,9 @@ func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Ve
 		t, tb := sp.shard(h), b.alg.(*algo.TokenBucket)
 		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
 			if m, ok := lockPair(sl); ok {
-				next, v := tb.Decide(sl.state, now, cost)
+				next, tokens := tb.Spend(sl.state, now, cost)
 				unlockPair(sl, m, next)
-				return v
+				return tb.Verdict(tokens, now, cost)
 			}
 		}
 		sl, old := t.getWords(h, key, w0, w1, true)
