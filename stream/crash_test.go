@@ -31,6 +31,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Println("ready")
 	for {
 		// now 0: no idle flush, so windows close by the watermark alone until the parent's final pass.
 		n, err := e.Process(context.Background(), crashQuery, 0, 200)
@@ -145,8 +146,9 @@ func TestCrashExactlyOnce(t *testing.T) {
 	}
 }
 
-// runAndKill runs the child processor for d, SIGKILLs it and returns how many commits it
-// reported.
+// runAndKill runs the child processor for d once it is ready (connected, its schema checked),
+// SIGKILLs it and returns how many commits it reported. Timing from the child's start instead
+// would let a slow machine spend all of d starting up, and the test would kill only idle children.
 func runAndKill(t *testing.T, schema string, d time.Duration) (int, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+schema, "SLUICE_POSTGRES_URL="+pgtest.URL())
@@ -159,12 +161,22 @@ func runAndKill(t *testing.T, schema string, d time.Duration) (int, error) {
 		return 0, err
 	}
 	commits := 0
+	ready := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		defer func() {
+			select {
+			case <-ready:
+			default:
+				close(ready) // the child died before it was ready: stop waiting
+			}
+		}()
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
+			case line == "ready":
+				close(ready)
 			case strings.HasPrefix(line, "committed"):
 				commits++
 			case strings.HasPrefix(line, "error"):
@@ -172,6 +184,11 @@ func runAndKill(t *testing.T, schema string, d time.Duration) (int, error) {
 			}
 		}
 	})
+	select {
+	case <-ready:
+	case <-time.After(time.Minute):
+		t.Error("the child was not ready within a minute")
+	}
 	time.Sleep(d)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	wg.Wait()
