@@ -184,19 +184,30 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: redis store: %v", sluice.ErrUnavailable, err)
 }
 
-// key is where limit i of p keeps key's state; all limits of one policy and key share a hash tag.
+// key is where limit i of p keeps key's state: prefix:{policy:key}, then :i for each limit of a
+// composite policy. All limits of one policy and key share the hash tag, so one script reaches them.
+//
+// A policy name may hold ':' too, and then policy "a:b" with key "c" and policy "a" with key "b:c"
+// would meet at prefix:{a:b:c}; so such a name's key ends with :n and the name's length, which
+// fixes where the name ends. A key without that suffix ends with '}' or a limit's index, never
+// with :n and digits, and names without ':' keep the shorter form (and the state stored under it).
 func (s *Store) key(p *sluice.Policy, key string, i int) string {
+	name := p.Name()
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(p.Name()) + len(key) + 8)
+	b.Grow(len(s.prefix) + len(name) + len(key) + 16)
 	b.WriteString(s.prefix)
 	b.WriteString(":{")
-	b.WriteString(p.Name())
+	b.WriteString(name)
 	b.WriteByte(':')
 	b.WriteString(key)
 	b.WriteByte('}')
 	if len(p.Limits()) > 1 {
 		b.WriteByte(':')
 		b.WriteString(strconv.Itoa(i))
+	}
+	if strings.IndexByte(name, ':') >= 0 {
+		b.WriteString(":n")
+		b.WriteString(strconv.Itoa(len(name)))
 	}
 	return b.String()
 }

@@ -251,6 +251,24 @@ func TestReset(t *testing.T) {
 	}
 }
 
+// TestPoliciesWithColonsKeepApart checks two limits whose keys would once have been one: policy
+// "login:ip" for key "1.2.3.4", and policy "login" for key "ip:1.2.3.4".
+func TestPoliciesWithColonsKeepApart(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := context.Background()
+	one := sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 60_000}}
+	byIP, login := sluice.MustPolicy("login:ip", one), sluice.MustPolicy("login", one)
+	if d, err := s.Check(ctx, t0, byIP, "1.2.3.4", 1); err != nil || !d.Allowed {
+		t.Fatalf("login:ip/1.2.3.4: %+v, %v", d, err)
+	}
+	if d, err := s.Check(ctx, t0, login, "ip:1.2.3.4", 1); err != nil || !d.Allowed {
+		t.Fatalf("login/ip:1.2.3.4 was denied by login:ip/1.2.3.4's spending: %+v, %v", d, err)
+	}
+	if d, err := s.Check(ctx, t0, byIP, "1.2.3.4", 1); err != nil || d.Allowed {
+		t.Fatalf("login:ip/1.2.3.4, spent: %+v, %v", d, err)
+	}
+}
+
 // closedPort returns a local address nothing listens on.
 func closedPort(t *testing.T) string {
 	t.Helper()
