@@ -173,13 +173,20 @@ func concurrencyExpiry(t *testing.T, c sluice.Concurrency) {
 
 // concurrencyKeysApart: each (name, key) has slots of its own, however the strings are cut.
 func concurrencyKeysApart(t *testing.T, c sluice.Concurrency) {
-	pairs := [][2]string{{"jobs", "k"}, {"jobs", "k2"}, {"other", "k"}, {"a:b", "c"}, {"a", "b:c"}, {"a}", "{b"}, {"a", "}{b"}}
+	pairs := [][2]string{{"jobs", "k"}, {"jobs", "k2"}, {"other", "k"}, {"a:b", "c"}, {"a", "b:c"}, {"a}", "{b"}, {"a", "}{b"},
+		{"jobs", "a\x00b"}, {"jobs", "a\x00c"}, {"jobs", "\xff"}, {"jobs", "\x01"}, {"jobs", "\x01ff"}, {"\xfe", "k"}}
 	for i, p := range pairs {
 		mustAdmit(t, c, t0+int64(i), p[0], p[1], "h0", 1, 1000, allowed(1, 1))
 	}
 	for i, p := range pairs {
 		mustAdmit(t, c, t0+100, p[0], p[1], "h1", 1, 1000, denied(1, 1, 900+int64(i)))
 	}
+	// Holders of any bytes, too.
+	mustAdmit(t, c, t0, "jobs", "holders", "h\x00", 2, 1000, allowed(1, 2))
+	mustAdmit(t, c, t0, "jobs", "holders", "h\xff", 2, 1000, allowed(2, 2))
+	mustHeartbeat(t, c, t0+1, "jobs", "holders", "h\x00", 1000, nil)
+	mustRelease(t, c, "jobs", "holders", "h\x00")
+	mustAdmit(t, c, t0+2, "jobs", "holders", "h\x01", 2, 1000, allowed(2, 2))
 	// The longest name, key and holder, all at once, of letters that do not compress.
 	r := rand.New(rand.NewPCG(7, 7))
 	var long [3]string

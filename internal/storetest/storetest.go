@@ -213,3 +213,49 @@ func CalendarWindows(t *testing.T, s sluice.Store) {
 		}
 	}
 }
+
+// KeysApart checks that every policy and key has a state of its own, whatever their bytes: keys
+// holding NUL or bytes that are not UTF-8 (which PostgreSQL's text cannot hold as they are), keys
+// that start with the byte a store escapes with, and policy names and keys that a store joining
+// them with ':' would give one key (policy "login:ip" with key "1.2.3.4", policy "login" with key
+// "ip:1.2.3.4").
+func KeysApart(t *testing.T, s sluice.Store) {
+	t.Helper()
+	one := sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 60_000}}
+	two := []sluice.Limit{one, {Strategy: sluice.GCRA{Limit: 1, PeriodMs: 60_000, Burst: 1}}}
+	loginIP, login := sluice.MustPolicy("login:ip", one), sluice.MustPolicy("login", one)
+	p := sluice.MustPolicy("p", one)
+	modelX, model := sluice.MustPolicy("model:x", two...), sluice.MustPolicy("model", two...)
+	pairs := []struct {
+		p   *sluice.Policy
+		key string
+	}{
+		{loginIP, "1.2.3.4"}, {login, "ip:1.2.3.4"},
+		{modelX, "k"}, {model, "x:k"},
+		{p, "a\x00b"}, {p, "a\x00c"}, {p, "a"}, {p, "\x00"},
+		{p, "\xff\xfe"}, {p, "\xff"}, {p, "ca\xf1e"},
+		{p, "\x01"}, {p, "\x0161"}, {p, "\x01613031"},
+		{p, "a}b"}, {p, "{a"}, {p, "}"},
+	}
+	ctx := context.Background()
+	check := func(i int, at int64, want bool) {
+		t.Helper()
+		pr := pairs[i]
+		d, err := s.Check(ctx, at, pr.p, pr.key, 1)
+		if err != nil || d.Allowed != want {
+			t.Errorf("policy %q key %q at +%d ms: %+v, %v; want allowed %v", pr.p.Name(), pr.key, at-t0, d, err, want)
+		}
+	}
+	for i := range pairs {
+		check(i, t0, true) // each a fresh key, whatever the others spent
+	}
+	for i := range pairs {
+		check(i, t0+1, false)
+	}
+	if err := s.Reset(ctx, pairs[4].p, pairs[4].key); err != nil {
+		t.Fatal(err)
+	}
+	check(4, t0+2, true)  // Reset forgot "a\x00b"
+	check(5, t0+2, false) // and nothing else
+	check(6, t0+2, false)
+}

@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"cmp"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 )
@@ -96,7 +98,7 @@ func (c *call) args(round int64) []any {
 		st := &c.steps[i]
 		if k == 0 || compareRows(&c.steps[order[k-1]], st) != 0 {
 			policies = append(policies, st.p.Name())
-			keys = append(keys, st.key)
+			keys = append(keys, textOf(st.key))
 			idx = append(idx, int16(st.i))
 		}
 		rowOf[i] = int32(len(keys))
@@ -173,3 +175,19 @@ func combine(ds []sluice.Decision) sluice.Decision {
 	}
 	return sluice.Combine(ds)
 }
+
+// textOf is s as a text column holds it. PostgreSQL's text holds valid UTF-8 without NUL, and a
+// sluice key (or a lease's name or holder) is any bytes: such a string, or one that starts with the
+// escape byte, is stored as the escape byte and the string in hex, a form no string stored as
+// itself has. Every other string, which is nearly every key, is stored as it is, so the rows of
+// earlier builds keep their keys. Without this, a key that PostgreSQL cannot hold made the store
+// unavailable for it, which a fail-open policy answers by admitting it.
+func textOf(s string) string {
+	if s != "" && s[0] != textEscape && utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return string(rune(textEscape)) + hex.EncodeToString([]byte(s))
+}
+
+// textEscape starts a string stored in hex (see textOf).
+const textEscape = 0x01

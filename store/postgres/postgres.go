@@ -565,7 +565,7 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 		return err
 	}
 	return s.retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, s.sql.reset, p.Name(), key, len(p.Limits()))
+		_, err := s.pool.Exec(ctx, s.sql.reset, p.Name(), textOf(key), len(p.Limits()))
 		return err
 	})
 }

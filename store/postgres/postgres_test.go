@@ -115,6 +115,12 @@ func TestConformanceVectors(t *testing.T) {
 	storetest.Vectors(t, s)
 }
 
+func TestKeysApart(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t, pgstore.Config{})
+	storetest.KeysApart(t, s)
+}
+
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.
 var exhausting = []struct {
 	name     string

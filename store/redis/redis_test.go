@@ -86,6 +86,11 @@ func TestConformanceVectors(t *testing.T) {
 	storetest.Vectors(t, s)
 }
 
+func TestKeysApart(t *testing.T) {
+	s, _, _ := newStore(t)
+	storetest.KeysApart(t, s)
+}
+
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.
 var exhausting = []struct {
 	name     string
