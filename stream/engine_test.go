@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -136,6 +137,10 @@ func TestEngineInvalid(t *testing.T) {
 			{"events[1].stream", Event{Key: "k"}},
 			{"events[1].key", Event{Stream: "s"}},
 			{"events[1].cost", Event{Stream: "s", Key: "k", Cost: -1}},
+			{"events[1].key", Event{Stream: "s", Key: "a\x00b"}},
+			{"events[1].key", Event{Stream: "s", Key: "\xff"}},
+			{"events[1].key", Event{Stream: "s", Key: strings.Repeat("k", sluice.MaxKeyLen+1)}},
+			{"events[1].id", Event{Stream: "s", Key: "k", ID: "\xfe"}},
 		} {
 			err := b.Append(ctx, []Event{{Stream: "s", Key: "k"}, tc.e})
 			var ie *sluice.InvalidError

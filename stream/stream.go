@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 )
@@ -160,6 +162,12 @@ func normalize(e Event, i int, now int64) (Event, error) {
 	if e.Key == "" {
 		return e, invalid(field("key"), "is empty")
 	}
+	if err := checkText(field("key"), e.Key); err != nil {
+		return e, err
+	}
+	if err := checkText(field("id"), e.ID); err != nil {
+		return e, err
+	}
 	if e.Cost < 0 {
 		return e, invalid(field("cost"), "must not be negative, got %d", e.Cost)
 	}
@@ -173,6 +181,21 @@ func normalize(e Event, i int, now int64) (Event, error) {
 		e.At = now
 	}
 	return e, nil
+}
+
+// checkText rejects a key or an ID that PostgreSQL's text cannot hold (NUL, bytes that are not
+// UTF-8), on every backend, so that an event is accepted or refused alike everywhere, and one longer
+// than sluice.MaxKeyLen.
+func checkText(field, s string) error {
+	switch {
+	case len(s) > sluice.MaxKeyLen:
+		return invalid(field, "is %d bytes, more than %d", len(s), sluice.MaxKeyLen)
+	case !utf8.ValidString(s):
+		return invalid(field, "is not valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		return invalid(field, "holds a NUL byte")
+	}
+	return nil
 }
 
 // gate turns a closed window into a throttle decision when it went over quota.
