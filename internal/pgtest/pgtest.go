@@ -170,12 +170,16 @@ func (s *Server) stop(sig syscall.Signal) {
 	pid := s.cmd.Process.Pid
 	if sig == syscall.SIGKILL {
 		// The postmaster's children run in sessions of their own: kill them with it, or the
-		// shared memory they hold keeps the next Start out.
+		// shared memory they hold keeps the next Start out. The postmaster is stopped first, so
+		// that it forks no child between the listing of its children and their killing: under
+		// load it forks one per new connection.
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		waitStopped(pid)
 		children := childrenOf(pid)
-		_ = syscall.Kill(pid, sig)
 		for _, c := range children {
 			_ = syscall.Kill(c, sig)
 		}
+		_ = syscall.Kill(pid, sig)
 		defer waitGone(children)
 	} else {
 		_ = s.cmd.Process.Signal(sig)
@@ -210,6 +214,22 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return out
+}
+
+// waitStopped waits (at most 5 s) until pid is stopped by a signal, or gone.
+func waitStopped(pid int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return
+		}
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) == 0 || fields[0] == "T" || fields[0] == "Z" {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // waitGone waits (at most 10 s) until none of pids is alive: gone, or a zombie, which holds no

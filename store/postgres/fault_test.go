@@ -34,9 +34,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 
 	l := storetest.StartLoad(t, s, 32, timeout)
 	l.WaitClean(t, 5*time.Second, 0)
-	// The outage lasts a second under load: ample time too for the old server's children, which
-	// pg.Kill leaves to notice their parent's death, to be gone before Start (see crashPostgres in
-	// cmd/sluice).
+	// The outage lasts a second under load. pg.Kill ends the server's children with it, as a
+	// crash of the machine would, so nothing of the old server keeps the new one out.
 	pg.Kill()
 	time.Sleep(time.Second)
 	pg.Start()
