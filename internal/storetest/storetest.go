@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,6 +227,7 @@ func KeysApart(t *testing.T, s sluice.Store) {
 	loginIP, login := sluice.MustPolicy("login:ip", one), sluice.MustPolicy("login", one)
 	p := sluice.MustPolicy("p", one)
 	modelX, model := sluice.MustPolicy("model:x", two...), sluice.MustPolicy("model", two...)
+	longest := sluice.MustPolicy(strings.Repeat("a:", 64), one) // 128 bytes, the most a name may hold
 	pairs := []struct {
 		p   *sluice.Policy
 		key string
@@ -236,6 +238,7 @@ func KeysApart(t *testing.T, s sluice.Store) {
 		{p, "\xff\xfe"}, {p, "\xff"}, {p, "ca\xf1e"},
 		{p, "\x01"}, {p, "\x0161"}, {p, "\x01613031"},
 		{p, "a}b"}, {p, "{a"}, {p, "}"},
+		{longest, strings.Repeat("\xff", sluice.MaxKeyLen)}, {longest, strings.Repeat("é", sluice.MaxKeyLen/2)},
 	}
 	ctx := context.Background()
 	check := func(i int, at int64, want bool) {
