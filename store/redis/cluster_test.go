@@ -109,6 +109,7 @@ func TestCluster(t *testing.T) {
 	pl := newPlacement(t, c)
 
 	t.Run("conformance", func(t *testing.T) { storetest.Vectors(t, s) })
+	t.Run("keysApart", func(t *testing.T) { storetest.KeysApart(t, s) }) // a fresh cluster: its keys start empty
 	for seed := uint64(1); seed <= 2; seed++ {
 		t.Run(fmt.Sprint("sameAsMemory/seed", seed), func(t *testing.T) {
 			// Each seed's keys must start empty, as the memory store's do.
