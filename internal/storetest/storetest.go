@@ -262,3 +262,59 @@ func KeysApart(t *testing.T, s sluice.Store) {
 	check(5, t0+2, false) // and nothing else
 	check(6, t0+2, false)
 }
+
+// StrategyChange checks a policy whose strategy changes under the same name, as a reload may do:
+// for every pair of strategies, a key checked (and left with state) under the first is checked
+// under the second, and every check is decided, none fails. The second reads the first's state as
+// a fresh key's, or as near it as the two states' shapes allow: which of the two a store does is
+// not fixed here, only that the key is neither stuck nor failing.
+func StrategyChange(t *testing.T, s sluice.Store) {
+	t.Helper()
+	strategies := []sluice.Strategy{
+		sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 5},
+		sluice.TokenBucket{Capacity: 5, RefillPerSec: 1},
+		sluice.FixedWindow{Limit: 5, WindowMs: 60_000},
+		sluice.SlidingWindow{Limit: 5, WindowMs: 60_000, Buckets: 4},
+		sluice.SlidingWindowLog{Limit: 5, WindowMs: 60_000},
+	}
+	ctx := context.Background()
+	for i, from := range strategies {
+		for j, to := range strategies {
+			key := fmt.Sprintf("change:%d:%d", i, j)
+			before := sluice.MustPolicy("change", sluice.Limit{Strategy: from})
+			after := sluice.MustPolicy("change", sluice.Limit{Strategy: to})
+			for k := range 2 {
+				if _, err := s.Check(ctx, t0+int64(k), before, key, 1); err != nil {
+					t.Fatalf("%T: %v", from, err)
+				}
+			}
+			for _, op := range []string{"Check", "Peek", "Forecast", "Refund", "Check"} {
+				var err error
+				var d sluice.Decision
+				switch op {
+				case "Check":
+					d, err = s.Check(ctx, t0+10, after, key, 1)
+				case "Peek":
+					d, err = s.Peek(ctx, t0+10, after, key)
+				case "Forecast":
+					_, err = s.Forecast(ctx, t0+10, after, key, 1)
+				case "Refund":
+					err = s.Refund(ctx, t0+10, after, key, 1)
+				}
+				if err != nil {
+					t.Errorf("%T then %T: %s: %v", from, to, op, err)
+				} else if op != "Forecast" && op != "Refund" && (d.Remaining < 0 || d.Remaining > 5 || d.Limit != 5) {
+					t.Errorf("%T then %T: %s: %+v", from, to, op, d)
+				}
+			}
+			if d, ok := s.(sluice.Debiter); ok {
+				if err := d.Debit(ctx, t0+11, after, key, 1); err != nil {
+					t.Errorf("%T then %T: Debit: %v", from, to, err)
+				}
+				if _, err := s.Check(ctx, t0+12, after, key, 1); err != nil {
+					t.Errorf("%T then %T: Check after Debit: %v", from, to, err)
+				}
+			}
+		}
+	}
+}

@@ -10,3 +10,7 @@ import (
 func TestKeysApart(t *testing.T) {
 	storetest.KeysApart(t, openStore(t, memory.Config{}))
 }
+
+func TestStrategyChange(t *testing.T) {
+	storetest.StrategyChange(t, openStore(t, memory.Config{}))
+}

@@ -215,13 +215,18 @@ func TestMigratesOldSchema(t *testing.T) {
 	}
 	s.Close()
 	// Back to migration 1, as an older build left it.
-	for _, stmt := range []string{
+	back := []string{
 		"DROP TABLE " + q + ".leases",
 		"DROP FUNCTION " + q + ".admit",
 		"DROP FUNCTION " + q + ".debit",
 		"DROP FUNCTION " + q + ".debit_state",
-		"DELETE FROM " + q + ".migrations WHERE version > 1",
-	} {
+		"DROP FUNCTION " + q + ".debit_state_0003",
+	}
+	for _, f := range []string{"gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"} {
+		back = append(back, "DROP FUNCTION "+q+"."+f, "ALTER FUNCTION "+q+"."+f+"_0001 RENAME TO "+f)
+	}
+	back = append(back, "DELETE FROM "+q+".migrations WHERE version > 1")
+	for _, stmt := range back {
 		if _, err := pool.Exec(context.Background(), stmt); err != nil {
 			t.Fatal(err)
 		}

@@ -121,6 +121,12 @@ func TestKeysApart(t *testing.T) {
 	storetest.KeysApart(t, s)
 }
 
+func TestStrategyChange(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newStore(t, pgstore.Config{})
+	storetest.StrategyChange(t, s)
+}
+
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.
 var exhausting = []struct {
 	name     string

@@ -91,6 +91,11 @@ func TestKeysApart(t *testing.T) {
 	storetest.KeysApart(t, s)
 }
 
+func TestStrategyChange(t *testing.T) {
+	s, _, _ := newStore(t)
+	storetest.StrategyChange(t, s)
+}
+
 // exhausting strategies admit 1000 units at one instant and replenish nothing soon after.
 var exhausting = []struct {
 	name     string

@@ -83,7 +83,10 @@ end
 const (
 	// luaPairs reads and writes states of two doubles (every strategy but GCRA).
 	luaPairs = `
+-- pair reads a state of two doubles; a shorter one is another strategy's (the policy changed
+-- strategy under its name) and reads as a fresh key.
 local function pair(text)
+  if #text < 16 then return nil end
   local a, b = unpack_struct('<dd', text)
   return {a, b}
 end
@@ -161,7 +164,10 @@ function g.prep(limit, period, burst)
   local T = period / limit
   return {T = T, tau = T * burst, limit = burst}
 end
-function g.load(text) return (unpack_struct('<d', text)) end
+function g.load(text)
+  if #text < 8 then return nil end -- another strategy's state (an empty list): a fresh key
+  return (unpack_struct('<d', text))
+end
 function g.dump(st) return pack('<d', st) end
 function g.idle(q, st) return st - now end
 `,
