@@ -219,15 +219,7 @@ func childrenOf(pid int) []int {
 // waitStopped waits (at most 5 s) until pid is stopped by a signal, or gone.
 func waitStopped(pid int) {
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return
-		}
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(fields) == 0 || fields[0] == "T" || fields[0] == "Z" {
-			return
-		}
+	for st := procState(pid); st != "" && st != "T" && st != "Z" && time.Now().Before(deadline); st = procState(pid) {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -244,12 +236,22 @@ func waitGone(pids []int) {
 }
 
 func alive(pid int) bool {
+	st := procState(pid)
+	return st != "" && st != "Z"
+}
+
+// procState is pid's state letter in /proc (R, S, T, Z…), or "" when it is gone.
+func procState(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return ""
 	}
+	// "pid (comm) state …": comm may hold spaces, so read after its closing parenthesis.
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
+	if len(fields) == 0 {
+		return ""
+	}
+	return fields[0]
 }
 
 func (s *Server) logTail() string {
