@@ -1,0 +1,111 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A batch of GCRA checks on the server's clock writes 12-byte states that carry the key's expiry,
+// and a later batch keeps that TTL for as long as it covers the state's idle time plus the slack:
+// the key outlives its state by at least the slack (1 s) and at most twice the slack.
+func TestBatchedGCRAKeepsTTL(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	// T = 1000 ms, tau = 5000 ms: each check moves the TAT a second on, and five fit.
+	p := sluice.MustPolicy("keep", sluice.Limit{Strategy: sluice.GCRA{Limit: 1, PeriodMs: 1000, Burst: 5}})
+	keys := []string{"a", "b"} // two keys: a call of one step takes the single-step script
+	check := func(now int64, keys []string) {
+		t.Helper()
+		out := make([]sluice.Decision, len(keys))
+		if err := s.CheckMany(ctx, now, p, keys, 1, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range out {
+			if !d.Allowed {
+				t.Fatalf("%s denied: %+v", keys[i], d)
+			}
+		}
+	}
+	state := func(key string) (length int, pttl int64) {
+		t.Helper()
+		redisKey := prefix + ":{keep:" + key + "}"
+		n, _ := do(t, c, "STRLEN", redisKey).AsInt64()
+		ttl, _ := do(t, c, "PTTL", redisKey).AsInt64()
+		return int(n), ttl
+	}
+
+	// Check i leaves the TAT i seconds ahead, so its key must live i s + the 1 s slack; a new TTL is
+	// the idle time plus twice the slack, rounded up to 16 ms.
+	steps := []struct {
+		name     string
+		min, max int64 // PTTL bounds right after the check
+		kept     bool  // the TTL is the previous one, counting down
+	}{
+		{"fresh key: new TTL", 2000, 3008, false},
+		{"still covered: TTL kept", 2000, 3008, true},
+		{"no longer covered: new TTL", 4000, 5008, false},
+		{"covered again: TTL kept", 4000, 5008, true},
+	}
+	var last [2]int64
+	for _, step := range steps {
+		check(0, keys)
+		for i, key := range keys {
+			n, ttl := state(key)
+			if n != 12 {
+				t.Errorf("%s: %s holds %d bytes, want 12 (a TAT and an expiry)", step.name, key, n)
+			}
+			if ttl <= step.min || ttl > step.max {
+				t.Errorf("%s: %s has PTTL %d, want (%d, %d]", step.name, key, ttl, step.min, step.max)
+			}
+			if step.kept && ttl > last[i] {
+				t.Errorf("%s: %s has PTTL %d after %d: the TTL was set again", step.name, key, ttl, last[i])
+			}
+			last[i] = ttl
+		}
+	}
+
+	t.Run("explicit instant", func(t *testing.T) {
+		// At an instant the caller passed, the server's clock is unknown: an 8-byte state, a TTL of
+		// the idle time plus the slack, and the next batch on the server's clock sets a TTL anew.
+		keys := []string{"c", "d"}
+		check(t0, keys)
+		for _, key := range keys {
+			if n, ttl := state(key); n != 8 || ttl <= 1000 || ttl > 2000 {
+				t.Errorf("%s: %d bytes, PTTL %d after a check at an explicit instant, want 8 bytes and (1000, 2000]", key, n, ttl)
+			}
+		}
+		check(0, keys)
+		for _, key := range keys {
+			if n, ttl := state(key); n != 12 || ttl <= 2000 || ttl > 3008 {
+				t.Errorf("%s: %d bytes, PTTL %d, want 12 bytes and a new TTL in (2000, 3008]", key, n, ttl)
+			}
+		}
+	})
+}
+
+// The 12-byte GCRA state of a batched check fits the same allocation class as the 8-byte one.
+func TestBatchedGCRAMemory(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	p := sluice.MustPolicy("m", sluice.Limit{Strategy: sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 100}})
+	usage := func(key string) int64 {
+		t.Helper()
+		v, err := do(t, c, "MEMORY", "USAGE", fmt.Sprintf("%s:{m:%s}", prefix, key), "SAMPLES", "0").AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if _, err := s.Check(ctx, 0, p, "single", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckMany(ctx, 0, p, []string{"batch1", "batch2"}, 1, make([]sluice.Decision, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if single, batched := usage("single"), usage("batch1"); batched != single { // keys of one length
+		t.Errorf("MEMORY USAGE %d for a batched key (12 bytes), %d for a single one (8 bytes): want the same", batched, single)
+	}
+}
