@@ -57,8 +57,10 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -67,6 +69,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/internal/batch"
 )
 
@@ -366,7 +369,7 @@ func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
 		if noScript(r) {
 			r = s.client.Do(ctx, s.eval(c))
 		}
-		return ints(r)
+		return numbers(c, r)
 	})
 }
 
@@ -409,13 +412,23 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 	out := make([][]int64, len(rs))
 	var firstErr error
 	for i, r := range rs {
-		v, err := ints(r)
+		v, err := numbers(calls[i], r)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
 		out[i] = v
 	}
 	return out, firstErr
+}
+
+// numbers reads the reply of c's script: an array of integers, or the string of a batch of GCRA
+// checks (g.batch in scripts.go), which it turns into the same five integers per step.
+func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
+	if msg, err := r.ToMessage(); err == nil && msg.IsString() {
+		b, _ := msg.ToString()
+		return gcraBatch(c, b)
+	}
+	return ints(r)
 }
 
 // ints reads a script's reply, an array of integers.
@@ -429,6 +442,42 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 		if out[i], err = arr[i].AsInt64(); err != nil {
 			return nil, unavailable(fmt.Errorf("unexpected script reply: %w", err))
 		}
+	}
+	return out, nil
+}
+
+// gcraBatch decides the steps of c, all of one GCRA limit and cost, from the reply of g.batch: the
+// instant, each step's TAT before it and whether the script admitted it. algo.GCRA does what the
+// script's step does, operation for operation, so the two agree; a step where they do not is an
+// error rather than a decision the script did not make.
+func gcraBatch(c call, b string) ([]int64, error) {
+	n := len(c.keys)
+	if len(c.limits) != 1 || len(b) != 8+9*n {
+		return nil, unavailable(fmt.Errorf("script replied %d bytes for %d GCRA steps", len(b), n))
+	}
+	st, ok := c.limits[0].p.Limits()[c.limits[0].i].Strategy.(sluice.GCRA)
+	if !ok {
+		return nil, unavailable(fmt.Errorf("script replied a GCRA batch for %T", c.limits[0].p.Limits()[c.limits[0].i].Strategy))
+	}
+	cost, err := strconv.ParseInt(c.steps[1], 10, 64)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	g := algo.NewGCRA(st)
+	now := int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[:8]))))
+	admitted := b[8+8*n:]
+	out := make([]int64, 0, 5*n)
+	for i := range n {
+		tat := math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8+8*i : 16+8*i])))
+		_, d := g.Check(algo.GCRAState{TAT: tat}, now, cost)
+		if d.Allowed != (admitted[i] == '1') {
+			return nil, unavailable(fmt.Errorf("step %d: the script admitted %c, package algo %v", i, admitted[i], d.Allowed))
+		}
+		allowed := int64(0)
+		if d.Allowed {
+			allowed = 1
+		}
+		out = append(out, allowed, d.Limit, d.Remaining, d.ResetAt, d.RetryAfterMs)
 	}
 	return out, nil
 }

@@ -25,7 +25,8 @@ import (
 // call left (a key checked twice sees its first check), and writes the group's new states, one SET
 // with a TTL per key, only if every step of it was allowed.
 // The reply is five numbers per step for a check or a peek (allowed, limit, remaining, resetAt,
-// retryAfterMs), three for a forecast (spendableNow, nextReplenishAt, fullAt), none for a refund.
+// retryAfterMs), three for a forecast (spendableNow, nextReplenishAt, fullAt), none for a refund;
+// a batch of GCRA checks (g.batch) replies with a string from which the caller computes the five.
 //
 // Redis turns each Lua number of a reply into an integer by truncation, which is how package algo
 // converts too; floors and ceilings are math.floor and math.ceil as algo's are math.Floor and
@@ -199,8 +200,9 @@ function g.check(q, st, cost)
   return 1, q.limit, nonneg(floor((q.tau - (new_tat - now)) / q.T)), ceil(new_tat), 0, new_tat
 end
 -- batch decides every step of a call whose steps all use limit q and cost and are a group each
--- (concurrent checks of one policy, batched): g.check and the main loop's reads and writes,
--- inlined, as a call from Lua to Lua or C costs Redis about as much as the step's arithmetic.
+-- (concurrent checks of one policy, batched): g.check's admission and the main loop's reads and
+-- writes, inlined, as a call from Lua to Lua or C costs Redis about as much as the step's
+-- arithmetic. It replies with what the caller needs to compute each decision (see the end).
 --
 -- On the server's clock it also spares most writes their TTL, which costs Redis more than the
 -- rest of the SET: it writes 12 bytes, the TAT and the low 32 bits of the key's expiry E (on the
@@ -210,10 +212,10 @@ end
 -- the slack and by at most twice the slack. An 8-byte state (written at an explicit instant, by
 -- another operation or by an older sluice) has no known expiry and is written with a TTL anew.
 function g.batch(q, cost, texts)
-  local T, tau, limit = q.T, q.tau, q.limit
+  local T, tau = q.T, q.tau
   local inc = T * cost
-  local written, order, read, reply = {}, {}, {}, {}
-  local r, w = 0, 0
+  local written, order, read, before, admitted = {}, {}, {}, {}, {}
+  local w = 0
   for i = 1, #KEYS do
     local key = KEYS[i]
     local tat = written[key]
@@ -222,24 +224,19 @@ function g.batch(q, cost, texts)
       if texts then text = texts[i] else text = redis.call('GET', key) end
       if text and #text >= 8 then tat = unpack_struct('<d', text) else tat = 0 end
     end
+    before[i] = tat
     if tat < now then tat = now end
     local new_tat = tat + inc
-    local allow_at = new_tat - tau
-    if now < allow_at then
-      local left = floor((tau - (tat - now)) / T)
-      if left < 0 then left = 0 end
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = 0, limit, left, ceil(tat), ceil(allow_at - now)
+    if now < new_tat - tau then
+      admitted[i] = '0'
     else
-      local left = floor((tau - (new_tat - now)) / T)
-      if left < 0 then left = 0 end
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = 1, limit, left, ceil(new_tat), 0
+      admitted[i] = '1'
       if not written[key] then
         w = w + 1
         order[w], read[w] = key, text or false
       end
       written[key] = new_tat
     end
-    r = r + 5
   end
   for j = 1, w do
     local key = order[j]
@@ -270,7 +267,17 @@ function g.batch(q, cost, texts)
       end
     end
   end
-  return reply
+  -- The reply: now, then each step's TAT before it (0: a fresh key) as little-endian doubles, then
+  -- a byte per step, '1' where it was admitted. The caller computes each decision from these with
+  -- package algo, exactly as g.check would (the same operations), and checks it against the byte:
+  -- five integers per step would cost Redis more than the whole step.
+  local parts = {pack('<d', now)}
+  for first = 1, #before, 1000 do
+    local last = math.min(first + 999, #before)
+    parts[#parts + 1] = pack('<' .. string.rep('d', last - first + 1), unpack(before, first, last))
+  end
+  parts[#parts + 1] = table.concat(admitted)
+  return table.concat(parts)
 end
 `,
 			opPeek: `
