@@ -133,7 +133,12 @@ func New(client rueidis.Client, cfg Config) *Store {
 	}
 	if size > 1 && !s.cluster {
 		s.batcher = batch.New(size, make(chan struct{}, inFlight),
-			func(now int64, limits int) call { return newCall(opCheck, now, s.slack, limits) },
+			func(now int64, limits int) call {
+				c := newCall(opCheck, now, s.slack, limits)
+				c.keys = make([]string, 0, size*limits) // room for a full batch: no growing
+				c.steps = make([]string, 0, 2*size*limits)
+				return c
+			},
 			func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
 			func(ctx context.Context, c call) ([]int64, error) {
 				v, err := s.run(ctx, c)
@@ -482,24 +487,23 @@ func gcraBatch(c call, b string) ([]int64, error) {
 	return out, nil
 }
 
-// decisions turns five numbers per step into decisions.
-func decisions(v []int64) []sluice.Decision {
-	out := make([]sluice.Decision, len(v)/5)
-	for i := range out {
-		n := v[5*i:]
-		d := sluice.Decision{Allowed: n[0] == 1, Limit: n[1], Remaining: n[2], ResetAt: n[3], RetryAfterMs: n[4]}
-		if d.Allowed {
-			d.DeniedBy = -1
-		}
-		out[i] = d
+// decision is the decision of one step, from its five numbers.
+func decision(n []int64) sluice.Decision {
+	d := sluice.Decision{Allowed: n[0] == 1, Limit: n[1], Remaining: n[2], ResetAt: n[3], RetryAfterMs: n[4]}
+	if d.Allowed {
+		d.DeniedBy = -1
 	}
-	return out
+	return d
 }
 
-// combine folds the decisions of one policy's limits into the policy's decision.
-func combine(ds []sluice.Decision) sluice.Decision {
-	if len(ds) == 1 {
-		return ds[0]
+// decide is the decision of one policy from the five numbers of each of its limits' steps.
+func decide(v []int64) sluice.Decision {
+	if len(v) == 5 {
+		return decision(v)
+	}
+	ds := make([]sluice.Decision, len(v)/5)
+	for i := range ds {
+		ds[i] = decision(v[5*i:])
 	}
 	return sluice.Combine(ds)
 }
@@ -530,7 +534,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 			return sluice.Decision{}, err
 		}
 		n := len(p.Limits())
-		return combine(decisions(v[5*n*i : 5*n*(i+1)])), nil
+		return decide(v[5*n*i : 5*n*(i+1)]), nil
 	}
 	n := len(p.Limits())
 	c := newCall(opCheck, now, s.slack, n)
@@ -542,7 +546,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	return combine(decisions(v)), nil
+	return decide(v), nil
 }
 
 // CheckMany implements sluice.Store: one script decides every key, each on its own (a Cluster: one
@@ -567,9 +571,8 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		if err != nil {
 			return err
 		}
-		ds := decisions(v)
 		for i := range keys {
-			out[i] = combine(ds[i*n : (i+1)*n])
+			out[i] = decide(v[5*n*i : 5*n*(i+1)])
 		}
 		return nil
 	}
@@ -593,9 +596,8 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		if err := replyLen(replies[g], 5*n*len(members)); err != nil {
 			return err
 		}
-		ds := decisions(replies[g])
 		for j, i := range members {
-			out[i] = combine(ds[j*n : (j+1)*n])
+			out[i] = decide(replies[g][5*n*j : 5*n*(j+1)])
 		}
 	}
 	return nil
@@ -668,10 +670,10 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 		if err := replyLen(replies[g], 5*steps); err != nil {
 			return err
 		}
-		ds := decisions(replies[g])
+		v := replies[g]
 		for _, i := range members {
-			n := len(ops[i].Policy.Limits())
-			out[i], ds = combine(ds[:n]), ds[n:]
+			n := 5 * len(ops[i].Policy.Limits())
+			out[i], v = decide(v[:n]), v[n:]
 			allowed = allowed && out[i].Allowed
 		}
 	}
@@ -729,7 +731,7 @@ func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key strin
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	return combine(decisions(v)), nil
+	return decide(v), nil
 }
 
 // Forecast implements sluice.Store. For a composite policy it reports the limit that can spend the

@@ -88,11 +88,12 @@ local function ttl(ms)
   end
   return px, text
 end
--- Each strategy X has prep(a, b, c) for its parameters, load(text, q) and dump(state, px), idle(q, st)
--- (ms until st decides like a fresh key's), and the operation's function: check(q, st, cost)
--- returning the decision's five numbers and the new state, peek, forecast, refund returning the new
--- state or nil when nothing changes, or debit returning the new state. A nil state is a fresh key. No function changes a state
--- it was given.
+-- Each strategy X has prep(a), which reads its parameters from ARGV[a] on (only those it uses: a
+-- tonumber costs Redis about as much as a step's arithmetic), load(text, q) and dump(state, px),
+-- idle(q, st) (ms until st decides like a fresh key's), and the operation's function:
+-- check(q, st, cost) returning the decision's five numbers and the new state, peek, forecast,
+-- refund returning the new state or nil when nothing changes, or debit returning the new state. A
+-- nil state is a fresh key. No function changes a state it was given.
 `
 
 // Helpers that only some scripts need: a script defines only what it uses, as Redis runs every
@@ -176,7 +177,8 @@ var luaStrategies = map[byte]luaStrategy{
 	'g': {
 		common: `
 local g = {}
-function g.prep(limit, period, burst)
+function g.prep(a)
+  local limit, period, burst = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local T = period / limit
   return {T = T, tau = T * burst, limit = burst}
 end
@@ -214,15 +216,25 @@ end
 function g.batch(q, cost, texts)
   local T, tau = q.T, q.tau
   local inc = T * cost
-  local written, order, read, before, admitted = {}, {}, {}, {}, {}
+  local keys, call = KEYS, redis.call
+  local written, order, expiry, before, admitted = {}, {}, {}, {}, {}
   local w = 0
-  for i = 1, #KEYS do
-    local key = KEYS[i]
+  for i = 1, #keys do
+    local key = keys[i]
     local tat = written[key]
-    local text
+    local low = false -- the key's expiry's low 32 bits, where its state holds them
     if not tat then
-      if texts then text = texts[i] else text = redis.call('GET', key) end
-      if text and #text >= 8 then tat = unpack_struct('<d', text) else tat = 0 end
+      local text
+      if texts then text = texts[i] else text = call('GET', key) end
+      tat = 0
+      if text then
+        local len = #text
+        if len == 12 then
+          tat, low = unpack_struct('<dI4', text)
+        elseif len >= 8 then
+          tat = unpack_struct('<d', text)
+        end
+      end
     end
     before[i] = tat
     if tat < now then tat = now end
@@ -233,7 +245,7 @@ function g.batch(q, cost, texts)
       admitted[i] = '1'
       if not written[key] then
         w = w + 1
-        order[w], read[w] = key, text or false
+        order[w], expiry[w] = key, low
       end
       written[key] = new_tat
     end
@@ -244,25 +256,24 @@ function g.batch(q, cost, texts)
     local idle = ceil(tat - now)
     if not server_clock then
       local _, text = ttl(idle + slack)
-      redis.call('SET', key, pack('<d', tat), 'PX', text)
+      call('SET', key, pack('<d', tat), 'PX', text)
     else
-      local need, text, kept = now + idle + slack, read[j], false
-      if text and #text == 12 then
-        local _, low = unpack_struct('<dI4', text)
+      local need, low, kept = now + idle + slack, expiry[j], false
+      if low then
         local d = low - now % wrap
         if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
         local e = now + d
         if e >= need and e <= need + slack then
-          redis.call('SET', key, pack('<dI4', tat, low), 'KEEPTTL')
+          call('SET', key, pack('<dI4', tat, low), 'KEEPTTL')
           kept = true
         end
       end
       if not kept then
         local px, px_text = ttl(idle + 2 * slack)
         if px <= span then
-          redis.call('SET', key, pack('<dI4', tat, (now + px) % wrap), 'PX', px_text)
+          call('SET', key, pack('<dI4', tat, (now + px) % wrap), 'PX', px_text)
         else
-          redis.call('SET', key, pack('<d', tat), 'PX', px_text)
+          call('SET', key, pack('<d', tat), 'PX', px_text)
         end
       end
     end
@@ -322,7 +333,8 @@ end
 	't': {
 		common: `
 local t = {}
-function t.prep(capacity, refill)
+function t.prep(a)
+  local capacity, refill = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   return {cap = capacity, per_ms = refill / 1000, limit = capacity}
 end
 function t.load(text) return load_near(text, 2) end
@@ -391,7 +403,10 @@ end
 local f = {}
 -- Windows are window ms long, or with window 0 the calendar windows b0 to b3 (three in a row
 -- around the caller's clock, which Redis's clock is within a window of).
-function f.prep(limit, window, b0, b1, b2, b3)
+function f.prep(a)
+  local limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  if window > 0 then return {limit = limit, window = window} end
+  local b0, b1, b2, b3 = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])
   return {limit = limit, window = window, b = {b0, b1, b2, b3}}
 end
 function f.load(text) return load_near(text, 1) end
@@ -466,7 +481,8 @@ end
 		// A sliding window's state maps slot j % (S+1) to {j, count}.
 		common: `
 local s = {}
-function s.prep(limit, window, buckets)
+function s.prep(a)
+  local limit, window, buckets = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   return {limit = limit, window = window, S = buckets, slots = buckets + 1, w = window / buckets}
 end
 function s.load(text, q)
@@ -622,7 +638,8 @@ end
 		// A sliding log's state is a list of runs {at, n}, oldest first.
 		common: `
 local l = {}
-function l.prep(limit, window)
+function l.prep(a)
+  local limit, window = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   return {limit = limit, window = window}
 end
 l.load = pairs_of
@@ -747,8 +764,7 @@ end
 // luaMain[opCheck] do, without what several steps need.
 const luaSingle = `
 local x = S[ARGV[5]]
-local q = x.prep(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]),
-  tonumber(ARGV[11]))
+local q = x.prep(6)
 local key = KEYS[1]
 local text = redis.call('GET', key)
 local st
@@ -772,8 +788,7 @@ local limits = {}
 for d = 1, tonumber(ARGV[4]) do
   local a = 7 * d - 3
   local x = S[ARGV[a + 1]]
-  limits[d] = {x, x.prep(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
-    tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7]))}
+  limits[d] = {x, x.prep(a + 2)}
 end
 local base = 4 + 7 * #limits
 -- Steps that all use one limit and cost send that pair once. (A tonumber costs Redis about as
