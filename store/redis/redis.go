@@ -239,14 +239,15 @@ func newScript(source string) *script {
 // call is one run of a script: its operation, the strategies it needs, its keys and arguments,
 // built step by step. Each limit's parameters are sent once however many steps use it.
 type call struct {
-	op     op
-	now    int64 // the instant asked for; 0 is the Redis clock
-	set    uint8 // bit i: a step of strategy kinds[i]
-	head   []string
-	limits []limitRef // the limits the steps use, in the order of their arguments
-	defs   []string   // seven per limit
-	keys   []string
-	steps  []string // two per step: the limit (1-based) and the cost
+	op       op
+	now      int64 // the instant asked for; 0 is the Redis clock
+	perGroup int   // steps per all-or-nothing group
+	set      uint8 // bit i: a step of strategy kinds[i]
+	head     []string
+	limits   []limitRef // the limits the steps use, in the order of their arguments
+	defs     []string   // seven per limit
+	keys     []string
+	steps    []string // two per step: the limit (1-based) and the cost
 }
 
 type limitRef struct {
@@ -255,7 +256,7 @@ type limitRef struct {
 }
 
 func newCall(o op, now int64, slack string, perGroup int) call {
-	return call{op: o, now: now, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
+	return call{op: o, now: now, perGroup: perGroup, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
 }
 
 // limit returns the argument number of limit i of p, adding its parameters on first use.
@@ -327,12 +328,12 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 }
 
 func (s *Store) evalsha(c call) rueidis.Completed {
-	return s.client.B().Evalsha().Sha1(scriptFor(c.op, c.set, len(c.keys)).sha).Numkeys(int64(len(c.keys))).Key(c.keys...).
+	return s.client.B().Evalsha().Sha1(c.script().sha).Numkeys(int64(len(c.keys))).Key(c.keys...).
 		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
-	return s.client.B().Eval().Script(scriptFor(c.op, c.set, len(c.keys)).source).Numkeys(int64(len(c.keys))).Key(c.keys...).
+	return s.client.B().Eval().Script(c.script().source).Numkeys(int64(len(c.keys))).Key(c.keys...).
 		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
 }
 
@@ -427,7 +428,7 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 }
 
 // numbers reads the reply of c's script: an array of integers, or the string of a batch of GCRA
-// checks (g.batch in scripts.go), which it turns into the same five integers per step.
+// checks (luaGCRABatch in scripts.go), which it turns into the same five integers per step.
 func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
 	if msg, err := r.ToMessage(); err == nil && msg.IsString() {
 		b, _ := msg.ToString()
@@ -451,8 +452,8 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 	return out, nil
 }
 
-// gcraBatch decides the steps of c, all of one GCRA limit and cost, from the reply of g.batch: the
-// instant, each step's TAT before it and whether the script admitted it. algo.GCRA does what the
+// gcraBatch decides the steps of c, all of one GCRA limit and cost, from the reply of
+// luaGCRABatch: the instant, each step's TAT before it and whether the script admitted it. algo.GCRA does what the
 // script's step does, operation for operation, so the two agree; a step where they do not is an
 // error rather than a decision the script did not make.
 func gcraBatch(c call, b string) ([]int64, error) {

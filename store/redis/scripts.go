@@ -26,7 +26,7 @@ import (
 // with a TTL per key, only if every step of it was allowed.
 // The reply is five numbers per step for a check or a peek (allowed, limit, remaining, resetAt,
 // retryAfterMs), three for a forecast (spendableNow, nextReplenishAt, fullAt), none for a refund;
-// a batch of GCRA checks (g.batch) replies with a string from which the caller computes the five.
+// a batch of GCRA checks (luaGCRABatch) replies with a string the caller computes the five from.
 //
 // Redis turns each Lua number of a reply into an integer by truncation, which is how package algo
 // converts too; floors and ceilings are math.floor and math.ceil as algo's are math.Floor and
@@ -34,14 +34,14 @@ import (
 // States are little-endian IEEE 754 doubles, packed with Lua's struct library (an exact copy of
 // the double, and a tenth of the time of printing it):
 //
-//	gcra (g)              tat              or 12 bytes: tat, the key's expiry's low 32 bits (g.batch)
+//	gcra (g)              tat              or 12 bytes: tat, its key's expiry's low 32 bits
 //	tokenBucket (t)       tokens, last     or 12 bytes: tokens, last's low 32 bits (see luaPairs)
 //	fixedWindow (f)       start, count     or 12 bytes: count, start's low 32 bits
 //	slidingWindow (s)     j, count for each bucket that holds a count
 //	slidingWindowLog (l)  at, n for each run of n units admitted at instant at, oldest first
 //
 // Every write sets a TTL: the time until the state decides like a fresh key's, plus the slack, or
-// (g.batch) keeps one that is known to cover that.
+// (luaGCRABatch) keeps one that is known to cover that.
 
 // op is an operation of the scripts.
 type op int
@@ -66,7 +66,7 @@ if server_clock then
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 local slack = tonumber(ARGV[2])
--- Instants near the server's clock are stored as their low 32 bits (see luaPairs and g.batch).
+-- Instants near the server's clock are stored as their low 32 bits (see luaPairs and luaGCRABatch).
 local span, wrap = 1073741824, 4294967296
 local per_group = tonumber(ARGV[3])
 local floor, ceil = math.floor, math.ceil
@@ -200,95 +200,6 @@ function g.check(q, st, cost)
     return 0, q.limit, nonneg(floor((q.tau - (tat - now)) / q.T)), ceil(tat), ceil(allow_at - now), st
   end
   return 1, q.limit, nonneg(floor((q.tau - (new_tat - now)) / q.T)), ceil(new_tat), 0, new_tat
-end
--- batch decides every step of a call whose steps all use limit q and cost and are a group each
--- (concurrent checks of one policy, batched): g.check's admission and the main loop's reads and
--- writes, inlined, as a call from Lua to Lua or C costs Redis about as much as the step's
--- arithmetic. It replies with what the caller needs to compute each decision (see the end).
---
--- On the server's clock it also spares most writes their TTL, which costs Redis more than the
--- rest of the SET: it writes 12 bytes, the TAT and the low 32 bits of the key's expiry E (on the
--- server's clock; Redis expires the key at E or a ms later), with a TTL of the key's idle time
--- plus twice the slack. A later write whose key must live until need (idle time plus the slack)
--- keeps that TTL while need <= E <= need + slack, so a key still outlives its state by at least
--- the slack and by at most twice the slack. An 8-byte state (written at an explicit instant, by
--- another operation or by an older sluice) has no known expiry and is written with a TTL anew.
-function g.batch(q, cost, texts)
-  local T, tau = q.T, q.tau
-  local inc = T * cost
-  local keys, call = KEYS, redis.call
-  local written, order, expiry, before, admitted = {}, {}, {}, {}, {}
-  local w = 0
-  for i = 1, #keys do
-    local key = keys[i]
-    local tat = written[key]
-    local low = false -- the key's expiry's low 32 bits, where its state holds them
-    if not tat then
-      local text
-      if texts then text = texts[i] else text = call('GET', key) end
-      tat = 0
-      if text then
-        local len = #text
-        if len == 12 then
-          tat, low = unpack_struct('<dI4', text)
-        elseif len >= 8 then
-          tat = unpack_struct('<d', text)
-        end
-      end
-    end
-    before[i] = tat
-    if tat < now then tat = now end
-    local new_tat = tat + inc
-    if now < new_tat - tau then
-      admitted[i] = '0'
-    else
-      admitted[i] = '1'
-      if not written[key] then
-        w = w + 1
-        order[w], expiry[w] = key, low
-      end
-      written[key] = new_tat
-    end
-  end
-  for j = 1, w do
-    local key = order[j]
-    local tat = written[key]
-    local idle = ceil(tat - now)
-    if not server_clock then
-      local _, text = ttl(idle + slack)
-      call('SET', key, pack('<d', tat), 'PX', text)
-    else
-      local need, low, kept = now + idle + slack, expiry[j], false
-      if low then
-        local d = low - now % wrap
-        if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
-        local e = now + d
-        if e >= need and e <= need + slack then
-          call('SET', key, pack('<dI4', tat, low), 'KEEPTTL')
-          kept = true
-        end
-      end
-      if not kept then
-        local px, px_text = ttl(idle + 2 * slack)
-        if px <= span then
-          call('SET', key, pack('<dI4', tat, (now + px) % wrap), 'PX', px_text)
-        else
-          call('SET', key, pack('<d', tat), 'PX', px_text)
-        end
-      end
-    end
-  end
-  -- The reply: now, then each step's TAT before it (0: a fresh key) as little-endian doubles, then
-  -- a byte per step, '1' where it was admitted. The caller computes each decision from these with
-  -- package algo, exactly as g.check would (the same operations), and checks it against the byte:
-  -- five integers per step would cost Redis more than the whole step.
-  local parts = {pack('<d', now)}
-  for first = 1, #before, 1000 do
-    local last = math.min(first + 999, #before)
-    parts[#parts + 1] = pack('<' .. string.rep('d', last - first + 1), unpack(before, first, last))
-  end
-  parts[#parts + 1] = table.concat(admitted)
-  return table.concat(parts)
 end
 `,
 			opPeek: `
@@ -778,6 +689,104 @@ end
 return {ok, limit, remaining, reset_at, retry}
 `
 
+// luaGCRABatch is the script of a batch of GCRA checks: steps of one GCRA limit and cost, each a
+// group of its own (concurrent Checks of one policy, batched, and CheckMany), the call a busy
+// service sends most. It is luaHeader and this alone, with g.check's admission and the main loop's
+// reads and writes inlined: defining the strategy's functions and the main loop's helpers, and
+// every call from Lua to Lua or C, costs Redis about as much as a step's arithmetic.
+//
+// On the server's clock it also spares most writes their TTL, which costs Redis more than the rest
+// of the SET: it writes 12 bytes, the TAT and the low 32 bits of the key's expiry E (on the
+// server's clock; Redis expires the key at E or a ms later), with a TTL of the key's idle time plus
+// twice the slack. A later write whose key must live until need (idle time plus the slack) keeps
+// that TTL while need <= E <= need + slack, so a key outlives its state by at least the slack and
+// by at most twice the slack. An 8-byte state (written at an explicit instant, by another operation
+// or by an older sluice) has no known expiry and is written with a TTL anew.
+//
+// Its reply is what the caller needs to compute each decision with package algo (see gcraBatch in
+// redis.go): five integers per step would cost Redis more than the step.
+const luaGCRABatch = `
+local limit, period, burst, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[13])
+local T = period / limit
+local tau = T * burst
+local inc = T * cost
+local keys, call = KEYS, redis.call
+local texts = false
+if #keys <= 4000 then texts = call('MGET', unpack(keys)) end
+local written, order, expiry, before, admitted = {}, {}, {}, {}, {}
+local w = 0
+for i = 1, #keys do
+  local key = keys[i]
+  local tat = written[key]
+  local low = false -- the key's expiry's low 32 bits, where its state holds them
+  if not tat then
+    local text
+    if texts then text = texts[i] else text = call('GET', key) end
+    tat = 0
+    if text then
+      local len = #text
+      if len == 12 then
+        tat, low = unpack_struct('<dI4', text)
+      elseif len >= 8 then
+        tat = unpack_struct('<d', text)
+      end
+    end
+  end
+  before[i] = tat
+  if tat < now then tat = now end
+  local new_tat = tat + inc
+  if now < new_tat - tau then
+    admitted[i] = '0'
+  else
+    admitted[i] = '1'
+    if not written[key] then
+      w = w + 1
+      order[w], expiry[w] = key, low
+    end
+    written[key] = new_tat
+  end
+end
+for j = 1, w do
+  local key = order[j]
+  local tat = written[key]
+  local idle = ceil(tat - now)
+  if not server_clock then
+    local _, text = ttl(idle + slack)
+    call('SET', key, pack('<d', tat), 'PX', text)
+  else
+    local need, low, kept = now + idle + slack, expiry[j], false
+    if low then
+      local d = low - now % wrap
+      if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
+      local e = now + d
+      if e >= need and e <= need + slack then
+        call('SET', key, pack('<dI4', tat, low), 'KEEPTTL')
+        kept = true
+      end
+    end
+    if not kept then
+      local px, px_text = ttl(idle + 2 * slack)
+      if px <= span then
+        call('SET', key, pack('<dI4', tat, (now + px) % wrap), 'PX', px_text)
+      else
+        call('SET', key, pack('<d', tat), 'PX', px_text)
+      end
+    end
+  end
+end
+-- The reply: now, then each step's TAT before it (0: a fresh key) as little-endian doubles, then
+-- a byte per step, '1' where it was admitted. The caller computes each decision from these with
+-- package algo, exactly as g.check would (the same operations), and checks it against the byte:
+-- five integers per step would cost Redis more than the whole step.
+local parts = {pack('<d', now)}
+for first = 1, #before, 1000 do
+  local last = math.min(first + 999, #before)
+  parts[#parts + 1] = pack('<' .. string.rep('d', last - first + 1), unpack(before, first, last))
+end
+parts[#parts + 1] = table.concat(admitted)
+return table.concat(parts)
+`
+
 // luaMainHead reads every key's state with one MGET (a call from Lua costs Redis more than the
 // work of most steps) and every limit's parameters.
 const luaMainHead = `
@@ -799,12 +808,6 @@ if uniform then
   local l = limits[tonumber(ARGV[base + 1])]
   ux, uq, ucost = l[1], l[2], tonumber(ARGV[base + 2])
 end
-`
-
-// luaBatch hands a check whose steps are one strategy's batch (see luaMain) to the strategy's
-// batch function where it has one, before the general loop's helpers are even defined.
-const luaBatch = `
-if per_group == 1 and uniform and ux.batch then return ux.batch(uq, ucost, texts) end
 `
 
 // luaMainSteps defines how a step is read and a state is written. states holds the states the
@@ -953,20 +956,18 @@ func source(o op, set uint8, single bool) string {
 		b.WriteString(luaSingle)
 	} else {
 		b.WriteString(luaMainHead)
-		if o == opCheck {
-			b.WriteString(luaBatch)
-		}
 		b.WriteString(luaMainSteps)
 		b.WriteString(luaMain[o])
 	}
 	return b.String()
 }
 
-// scripts holds every script, made on first use: by operation and kind set, and the checks of one
-// step by kind set.
+// scripts holds every script, made on first use: by operation and kind set, the checks of one
+// step by kind set, and the GCRA batch.
 var (
-	scripts [numOps][1 << len(kinds)]lazyScript
-	singles [1 << len(kinds)]lazyScript
+	scripts         [numOps][1 << len(kinds)]lazyScript
+	singles         [1 << len(kinds)]lazyScript
+	gcraBatchScript lazyScript
 )
 
 type lazyScript struct {
@@ -974,11 +975,18 @@ type lazyScript struct {
 	s    *script
 }
 
-func scriptFor(o op, set uint8, steps int) *script {
-	e, single := &scripts[o][set], o == opCheck && steps == 1
-	if single {
-		e = &singles[set]
-	}
-	e.once.Do(func() { e.s = newScript(source(o, set, single)) })
+func (e *lazyScript) get(source func() string) *script {
+	e.once.Do(func() { e.s = newScript(source()) })
 	return e.s
+}
+
+// script returns the script that runs c.
+func (c *call) script() *script {
+	switch {
+	case c.op == opCheck && len(c.keys) == 1:
+		return singles[c.set].get(func() string { return source(c.op, c.set, true) })
+	case c.op == opCheck && c.set == 1 && c.perGroup == 1 && len(c.stepArgs()) == 2:
+		return gcraBatchScript.get(func() string { return luaHeader + luaGCRABatch })
+	}
+	return scripts[c.op][c.set].get(func() string { return source(c.op, c.set, false) })
 }
