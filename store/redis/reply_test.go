@@ -80,3 +80,38 @@ func FuzzGCRABatchReply(f *testing.F) {
 		}
 	})
 }
+
+func TestDistinct(t *testing.T) {
+	many := func(n int, repeat bool) []string {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = string(rune('a'+i%26)) + string(rune('a'+i/26))
+		}
+		if repeat {
+			keys[n-1] = keys[n/2]
+		}
+		return keys
+	}
+	tests := []struct {
+		name string
+		keys []string
+		want bool
+	}{
+		{"none", nil, true},
+		{"one", []string{"a"}, true},
+		{"two", []string{"a", "b"}, true},
+		{"a key twice", []string{"a", "b", "a"}, false},
+		{"the empty key twice", []string{"", ""}, false},
+		{"64 keys", many(64, false), true},
+		{"64 keys, one twice", many(64, true), false},
+		{"500 keys", many(500, false), true},
+		{"500 keys, one twice", many(500, true), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := distinct(tt.keys); got != tt.want {
+				t.Errorf("distinct = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
