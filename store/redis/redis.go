@@ -328,13 +328,11 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 }
 
 func (s *Store) evalsha(c call) rueidis.Completed {
-	return s.client.B().Evalsha().Sha1(c.script().sha).Numkeys(int64(len(c.keys))).Key(c.keys...).
-		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
+	return s.client.B().Evalsha().Sha1(c.script().sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.argv()...).Build()
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
-	return s.client.B().Eval().Script(c.script().source).Numkeys(int64(len(c.keys))).Key(c.keys...).
-		Arg(c.head...).Arg(strconv.Itoa(len(c.limits))).Arg(c.defs...).Arg(c.stepArgs()...).Build()
+	return s.client.B().Eval().Script(c.script().source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.argv()...).Build()
 }
 
 func noScript(r rueidis.RedisResult) bool {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"hash/maphash"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -59,7 +60,9 @@ const (
 // kinds are the strategies' letters, in the order of their bits in a kind set.
 const kinds = "gtfsl"
 
-const luaHeader = `
+// luaClock starts every script: now, the slack and the constants of instants stored as their low
+// 32 bits.
+const luaClock = `
 local now = tonumber(ARGV[1])
 local server_clock = now == 0 -- now is the server's clock, not an instant the caller passed
 if server_clock then
@@ -67,15 +70,10 @@ if server_clock then
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 local slack = tonumber(ARGV[2])
--- Instants near the server's clock are stored as their low 32 bits (see luaPairs and luaGCRABatch).
+-- Instants near the server's clock are stored as their low 32 bits (see luaPairs and luaGCRAWrite).
 local span, wrap = 1073741824, 4294967296
-local per_group = tonumber(ARGV[3])
 local floor, ceil = math.floor, math.ceil
 local pack, unpack_struct = struct.pack, struct.unpack
-local function nonneg(x)
-  if x < 0 then return 0 end
-  return x
-end
 -- ttl returns a TTL of at least ms, in ms and printed: rounded up to 16 ms, so that the keys of a
 -- run share a few printed TTLs.
 local printed_px = {}
@@ -88,6 +86,14 @@ local function ttl(ms)
     printed_px[px] = text
   end
   return px, text
+end
+`
+
+const luaHeader = luaClock + `
+local per_group = tonumber(ARGV[3])
+local function nonneg(x)
+  if x < 0 then return 0 end
+  return x
 end
 -- Each strategy X has prep(a), which reads its parameters from ARGV[a] on (only those it uses: a
 -- tonumber costs Redis about as much as a step's arithmetic), load(text, q) and dump(state, px),
@@ -708,7 +714,7 @@ return {ok, limit, remaining, reset_at, retry}
 // The reply is what the caller needs to compute each decision with package algo (see gcraBatch in
 // redis.go): five integers per step would cost Redis more than the step.
 const luaGCRABatchHead = `
-local limit, period, burst, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[13])
+local limit, period, burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local T = period / limit
 local tau = T * burst
 local inc = T * cost
@@ -774,9 +780,14 @@ end
 // from these with package algo, exactly as g.check would (the same operations), and checks it
 // against the byte.
 const luaGCRAReply = `
+local n = #before
+if n <= 1000 then
+  return pack('<' .. string.rep('d', n + 1), now, unpack(before)) .. table.concat(admitted)
+end
+-- unpack puts its values on Lua's stack, which holds a few thousand.
 local parts = {pack('<d', now)}
-for first = 1, #before, 1000 do
-  local last = math.min(first + 999, #before)
+for first = 1, n, 1000 do
+  local last = math.min(first + 999, n)
   parts[#parts + 1] = pack('<' .. string.rep('d', last - first + 1), unpack(before, first, last))
 end
 parts[#parts + 1] = table.concat(admitted)
@@ -1019,16 +1030,33 @@ func (e *lazyScript) get(source func() string) *script {
 	return e.s
 }
 
+// gcraBatch reports whether c is a batch of GCRA checks (luaGCRABatchHead), one check included:
+// steps of one GCRA limit and cost, each its own group.
+func (c *call) gcraBatch() bool {
+	return c.op == opCheck && c.set == 1 && c.perGroup == 1 && len(c.stepArgs()) == 2
+}
+
+// argv is the arguments of c's script: for a GCRA batch now, the slack, the limit's limit, period
+// and burst, and the cost; for any other, as the top of this file describes.
+func (c *call) argv() []string {
+	if c.gcraBatch() {
+		return []string{c.head[0], c.head[1], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
+	}
+	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(c.steps))
+	argv = append(append(argv, c.head...), strconv.Itoa(len(c.limits)))
+	return append(append(argv, c.defs...), c.stepArgs()...)
+}
+
 // script returns the script that runs c.
 func (c *call) script() *script {
 	switch {
+	case c.gcraBatch():
+		if distinct(c.keys) {
+			return gcraBatchDistinctScript.get(func() string { return luaClock + luaGCRABatchHead + luaGCRABatchDistinct })
+		}
+		return gcraBatchScript.get(func() string { return luaClock + luaGCRABatchHead + luaGCRABatch })
 	case c.op == opCheck && len(c.keys) == 1:
 		return singles[c.set].get(func() string { return source(c.op, c.set, true) })
-	case c.op == opCheck && c.set == 1 && c.perGroup == 1 && len(c.stepArgs()) == 2:
-		if distinct(c.keys) {
-			return gcraBatchDistinctScript.get(func() string { return luaHeader + luaGCRABatchHead + luaGCRABatchDistinct })
-		}
-		return gcraBatchScript.get(func() string { return luaHeader + luaGCRABatchHead + luaGCRABatch })
 	}
 	return scripts[c.op][c.set].get(func() string { return source(c.op, c.set, false) })
 }

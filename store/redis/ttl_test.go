@@ -3,9 +3,11 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // A batch of GCRA checks on the server's clock writes 12-byte states that carry the key's expiry,
@@ -107,5 +109,55 @@ func TestBatchedGCRAMemory(t *testing.T) {
 	}
 	if single, batched := usage("single"), usage("batch1"); batched != single { // keys of one length
 		t.Errorf("MEMORY USAGE %d for a batched key (12 bytes), %d for a single one (8 bytes): want the same", batched, single)
+	}
+}
+
+// CheckMany of more keys than one reply chunk (1000) and than one MGET (4000), distinct and
+// repeated, decides as the memory store does.
+func TestLargeCheckMany(t *testing.T) {
+	s, _, _ := newStore(t)
+	ms := memory.New(memory.Config{})
+	defer ms.Close()
+	ctx := context.Background()
+	policies := []*sluice.Policy{
+		sluice.MustPolicy("big-gcra", sluice.Limit{Strategy: sluice.GCRA{Limit: 3, PeriodMs: 1000, Burst: 2}}),
+		sluice.MustPolicy("big-bucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 2, RefillPerSec: 3}}),
+	}
+	for _, n := range []int{1500, 4500} {
+		for _, repeated := range []bool{false, true} {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+				if repeated {
+					keys[i] = fmt.Sprintf("k%d", i%700) // each key about n/700 times
+				}
+			}
+			for _, p := range policies {
+				t.Run(fmt.Sprintf("%s/%d keys/repeated=%v", p.Name(), n, repeated), func(t *testing.T) {
+					for step, now := range []int64{t0, t0 + 1, t0 + 400} {
+						got, want := make([]sluice.Decision, n), make([]sluice.Decision, n)
+						if err := s.CheckMany(ctx, now, p, keys, 1, got); err != nil {
+							t.Fatal(err)
+						}
+						if err := ms.CheckMany(ctx, now, p, keys, 1, want); err != nil {
+							t.Fatal(err)
+						}
+						for i := range got {
+							if !reflect.DeepEqual(got[i], want[i]) {
+								t.Fatalf("call %d, key %d (%s): %+v, memory store %+v", step, i, keys[i], got[i], want[i])
+							}
+						}
+					}
+					for _, k := range keys {
+						if err := s.Reset(ctx, p, k); err != nil {
+							t.Fatal(err)
+						}
+						if err := ms.Reset(ctx, p, k); err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+			}
+		}
 	}
 }
