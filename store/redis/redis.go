@@ -33,10 +33,10 @@
 // (see decideSource), written with a TTL: the time until the key decides exactly like a fresh key,
 // plus Config.TTLSlack. The slack keeps a key a little past that instant, so that rounding at the
 // boundary, or a replay whose explicit instants run slower than the wall clock, never sees a key
-// vanish while it still counts. Batched GCRA checks on the server's clock set up to twice the
-// slack and keep that TTL while it covers the new state, which spares Redis most expiry updates:
-// such a key vanishes between one and two slacks after it went idle. Idle keys vanish by themselves; a key whose policy changed under
-// the same name keeps its state until then.
+// vanish while it still counts. GCRA checks on the server's clock set up to twice the slack and
+// keep that TTL while it covers the new state, which spares Redis most expiry updates: such a key
+// vanishes between one and two slacks after it went idle. Idle keys vanish by themselves; a key
+// whose policy changed under the same name keeps its state until then.
 //
 // # CheckAll on a Cluster
 //
@@ -77,9 +77,9 @@ import (
 type Config struct {
 	// Prefix starts every key. Empty means "sluice".
 	Prefix string
-	// TTLSlack is added to every key's TTL past the instant the key becomes idle (batched GCRA
-	// checks: between once and twice TTLSlack, see Keys). 0 means one second; a negative value adds
-	// nothing.
+	// TTLSlack is added to every key's TTL past the instant the key becomes idle (GCRA checks on
+	// the server's clock: between once and twice TTLSlack, see Keys). 0 means one second; a
+	// negative value adds nothing.
 	TTLSlack time.Duration
 	// BatchSize is the most concurrent Checks one script run decides (see Check). 0 means 32; 1
 	// sends every Check on its own. A Cluster never batches: its keys live in different slots.

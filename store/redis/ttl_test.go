@@ -10,9 +10,9 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// A batch of GCRA checks on the server's clock writes 12-byte states that carry the key's expiry,
-// and a later batch keeps that TTL for as long as it covers the state's idle time plus the slack:
-// the key outlives its state by at least the slack (1 s) and at most twice the slack.
+// GCRA checks on the server's clock (here a batch) write 12-byte states that carry the key's
+// expiry, and a later check keeps that TTL for as long as it covers the state's idle time plus the
+// slack: the key outlives its state by at least the slack (1 s) and at most twice the slack.
 func TestBatchedGCRAKeepsTTL(t *testing.T) {
 	s, c, prefix := newStore(t)
 	ctx := context.Background()
