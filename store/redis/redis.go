@@ -426,11 +426,12 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 }
 
 // numbers reads the reply of c's script: an array of integers, or the string of a batch of GCRA
-// checks (luaGCRABatch in scripts.go), which it turns into the same five integers per step.
+// or token bucket checks (luaBatchReply in scripts.go), which it turns into the same five integers
+// per step.
 func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
 	if msg, err := r.ToMessage(); err == nil && msg.IsString() {
 		b, _ := msg.ToString()
-		return gcraBatch(c, b)
+		return batchReply(c, b)
 	}
 	return ints(r)
 }
@@ -450,30 +451,41 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 	return out, nil
 }
 
-// gcraBatch decides the steps of c, all of one GCRA limit and cost, from the reply of
-// luaGCRABatch: the instant, each step's TAT before it and whether the script admitted it. algo.GCRA does what the
-// script's step does, operation for operation, so the two agree; a step where they do not is an
-// error rather than a decision the script did not make.
-func gcraBatch(c call, b string) ([]int64, error) {
+// batchReply decides the steps of c, all of one limit and cost, from the reply of a batch script
+// (luaBatchReply): the instant, each step's state before it (GCRA: the TAT; token bucket: the
+// tokens) and whether the script admitted it. Package algo does what the script's step does,
+// operation for operation, so the two agree; a step where they do not is an error rather than a
+// decision the script did not make.
+func batchReply(c call, b string) ([]int64, error) {
 	n := len(c.keys)
 	if len(c.limits) != 1 || len(b) != 8+9*n {
-		return nil, unavailable(fmt.Errorf("script replied %d bytes for %d GCRA steps", len(b), n))
-	}
-	st, ok := c.limits[0].p.Limits()[c.limits[0].i].Strategy.(sluice.GCRA)
-	if !ok {
-		return nil, unavailable(fmt.Errorf("script replied a GCRA batch for %T", c.limits[0].p.Limits()[c.limits[0].i].Strategy))
+		return nil, unavailable(fmt.Errorf("script replied %d bytes for %d steps", len(b), n))
 	}
 	cost, err := strconv.ParseInt(c.steps[1], 10, 64)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	g := algo.NewGCRA(st)
+	var decide func(before float64, now int64) sluice.Decision
+	switch st := c.limits[0].p.Limits()[c.limits[0].i].Strategy.(type) {
+	case sluice.GCRA:
+		g := algo.NewGCRA(st)
+		decide = func(tat float64, now int64) sluice.Decision {
+			_, d := g.Check(algo.GCRAState{TAT: tat}, now, cost)
+			return d
+		}
+	case sluice.TokenBucket:
+		tb, limit := algo.NewTokenBucket(st), int64(st.Capacity)
+		decide = func(tokens float64, now int64) sluice.Decision {
+			return tb.Verdict(tokens, now, cost).Decision(limit)
+		}
+	default:
+		return nil, unavailable(fmt.Errorf("script replied a batch for %T", st))
+	}
 	now := int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[:8]))))
 	admitted := b[8+8*n:]
 	out := make([]int64, 0, 5*n)
 	for i := range n {
-		tat := math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8+8*i : 16+8*i])))
-		_, d := g.Check(algo.GCRAState{TAT: tat}, now, cost)
+		d := decide(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8+8*i:16+8*i]))), now)
 		if d.Allowed != (admitted[i] == '1') {
 			return nil, unavailable(fmt.Errorf("step %d: the script admitted %c, package algo %v", i, admitted[i], d.Allowed))
 		}

@@ -18,7 +18,11 @@ func gcraReply(now float64, before []float64, admitted string) string {
 }
 
 func gcraCall(steps int) call {
-	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 2}})
+	return batchCall(sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 2}, steps)
+}
+
+func batchCall(st sluice.Strategy, steps int) call {
+	p := sluice.MustPolicy("p", sluice.Limit{Strategy: st})
 	c := newCall(opCheck, 0, "1000", 1)
 	for i := range steps {
 		c.addPolicy(&Store{prefix: "sluice"}, p, string(rune('a'+i)), 1)
@@ -44,7 +48,7 @@ func TestGCRABatchReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := gcraBatch(gcraCall(len(tt.before)), gcraReply(now, tt.before, tt.admitted))
+			got, err := batchReply(gcraCall(len(tt.before)), gcraReply(now, tt.before, tt.admitted))
 			if tt.want == nil {
 				if err == nil {
 					t.Fatalf("got %v, want an error", got)
@@ -66,6 +70,25 @@ func TestGCRABatchReply(t *testing.T) {
 	}
 }
 
+func TestBucketBatchReply(t *testing.T) {
+	const now = 1_700_000_000_000
+	c := batchCall(sluice.TokenBucket{Capacity: 3, RefillPerSec: 2}, 2)
+	// The first step found a full bucket (3 tokens), the second half a token.
+	got, err := batchReply(c, gcraReply(now, []float64{3, 0.5}, "10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{1, 3, 2, now + 500, 0, 0, 3, 0, now + 1250, 250}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	if _, err := batchReply(c, gcraReply(now, []float64{3, 0.5}, "11")); err == nil {
+		t.Error("no error where the script admitted what algo denies")
+	}
+}
+
 // FuzzGCRABatchReply: any reply is decoded or refused, never a panic.
 func FuzzGCRABatchReply(f *testing.F) {
 	f.Add(2, gcraReply(1e12, []float64{0, 1e12}, "11"))
@@ -74,7 +97,7 @@ func FuzzGCRABatchReply(f *testing.F) {
 		if steps < 1 || steps > 8 {
 			return
 		}
-		v, err := gcraBatch(gcraCall(steps), reply)
+		v, err := batchReply(gcraCall(steps), reply)
 		if err == nil && len(v) != 5*steps {
 			t.Fatalf("%d numbers for %d steps", len(v), steps)
 		}

@@ -775,11 +775,11 @@ do
 end
 `
 
-// luaGCRAReply returns now, then each step's TAT before it (0: a fresh key) as little-endian
-// doubles, then a byte per step, '1' where it was admitted. The caller computes each decision
-// from these with package algo, exactly as g.check would (the same operations), and checks it
-// against the byte.
-const luaGCRAReply = `
+// luaBatchReply returns now, then each step's before (GCRA: its TAT before it, 0 for a fresh key;
+// token bucket: the tokens it found) as little-endian doubles, then a byte per step, '1' where it
+// was admitted. The caller computes each decision from these with package algo, exactly as
+// g.check or t.check would (the same operations), and checks it against the byte.
+const luaBatchReply = `
 local n = #before
 if n <= 1000 then
   return pack('<' .. string.rep('d', n + 1), now, unpack(before)) .. table.concat(admitted)
@@ -820,7 +820,7 @@ end
 for j = 1, w do
   local key, low = order[j], expiry[j]
   local tat = written[key]` + luaGCRAWrite + `end
-` + luaGCRAReply
+` + luaBatchReply
 
 // luaGCRABatchDistinct is the body of a batch whose keys are all different (the caller checks):
 // each step reads and writes its key on its own.
@@ -835,7 +835,103 @@ for i = 1, #keys do
   else
     admitted[i] = '1'` + luaGCRAWrite + `end
 end
-` + luaGCRAReply
+` + luaBatchReply
+
+// luaBucketBatchHead, with luaClock and luaBucketBatch or luaBucketBatchDistinct, is the script of
+// a batch of token bucket checks, as luaGCRABatchHead is GCRA's. Its writes always set a TTL: a
+// token bucket's state with its expiry would take 16 bytes on the server's clock, past the 32-byte
+// allocation class its 12 take now.
+const luaBucketBatchHead = `
+local capacity, per_ms, cost = tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000, tonumber(ARGV[6])
+local keys, call = KEYS, redis.call
+local texts = false
+if #keys <= 4000 then texts = call('MGET', unpack(keys)) end
+local before, admitted = {}, {}
+local server_ms = server_clock and now -- the server's clock, read once where a state needs it
+`
+
+// luaBucketRead sets n to the tokens step i's key holds at now, as MGET found its state (t.tokens,
+// with t.load's two forms inlined).
+const luaBucketRead = `
+do
+  local text
+  if texts then text = texts[i] else text = call('GET', key) end
+  n = capacity
+  if text then
+    local len, tokens, last = #text
+    if len == 12 then
+      local low
+      tokens, low = unpack_struct('<dI4', text)
+      if not server_ms then
+        local clock = call('TIME')
+        server_ms = tonumber(clock[1]) * 1000 + floor(tonumber(clock[2]) / 1000)
+      end
+      local d = low - server_ms % wrap
+      if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
+      last = server_ms + d
+    elseif len >= 16 then
+      tokens, last = unpack_struct('<dd', text)
+    end
+    if last then
+      local elapsed = now - last
+      if elapsed < 0 then elapsed = 0 end
+      n = tokens + elapsed * per_ms
+      if n > capacity then n = capacity end
+    end
+  end
+end
+`
+
+// luaBucketWrite writes key's state: left tokens at now (t.dump, inlined).
+const luaBucketWrite = `
+do
+  local px, text = ttl(ceil((capacity - left) / per_ms) + slack)
+  if server_clock and px <= span then
+    call('SET', key, pack('<dI4', left, now % wrap), 'PX', text)
+  else
+    call('SET', key, pack('<dd', left, now), 'PX', text)
+  end
+end
+`
+
+// luaBucketBatch is the body of a token bucket batch that may check a key more than once.
+const luaBucketBatch = `
+local written, order = {}, {}
+local w = 0
+for i = 1, #keys do
+  local key = keys[i]
+  local n = written[key]
+  if not n then` + luaBucketRead + `end
+  before[i] = n
+  if n >= cost then
+    admitted[i] = '1'
+    if not written[key] then
+      w = w + 1
+      order[w] = key
+    end
+    written[key] = n - cost
+  else
+    admitted[i] = '0'
+  end
+end
+for j = 1, w do
+  local key = order[j]
+  local left = written[key]` + luaBucketWrite + `end
+` + luaBatchReply
+
+// luaBucketBatchDistinct is the body of a token bucket batch whose keys are all different.
+const luaBucketBatchDistinct = `
+for i = 1, #keys do
+  local key = keys[i]
+  local n` + luaBucketRead + `before[i] = n
+  if n >= cost then
+    admitted[i] = '1'
+    local left = n - cost` + luaBucketWrite + `
+  else
+    admitted[i] = '0'
+  end
+end
+` + luaBatchReply
 
 // luaMainHead reads every key's state with one MGET (a call from Lua costs Redis more than the
 // work of most steps) and every limit's parameters.
@@ -1013,11 +1109,11 @@ func source(o op, set uint8, single bool) string {
 }
 
 // scripts holds every script, made on first use: by operation and kind set, the checks of one
-// step by kind set, and the GCRA batch.
+// step by kind set, and the batches of one strategy by kind set and whether keys repeat.
 var (
-	scripts                                  [numOps][1 << len(kinds)]lazyScript
-	singles                                  [1 << len(kinds)]lazyScript
-	gcraBatchScript, gcraBatchDistinctScript lazyScript
+	scripts [numOps][1 << len(kinds)]lazyScript
+	singles [1 << len(kinds)]lazyScript
+	batches [1 << len(kinds)][2]lazyScript
 )
 
 type lazyScript struct {
@@ -1030,16 +1126,23 @@ func (e *lazyScript) get(source func() string) *script {
 	return e.s
 }
 
-// gcraBatch reports whether c is a batch of GCRA checks (luaGCRABatchHead), one check included:
-// steps of one GCRA limit and cost, each its own group.
-func (c *call) gcraBatch() bool {
-	return c.op == opCheck && c.set == 1 && c.perGroup == 1 && len(c.stepArgs()) == 2
+// batchBodies are the scripts of a batch of one strategy (see luaGCRABatchHead) by kind set: the
+// head, then the body for keys that may repeat and for distinct keys.
+var batchBodies = map[uint8][3]string{
+	1 << 0: {luaGCRABatchHead, luaGCRABatch, luaGCRABatchDistinct},
+	1 << 1: {luaBucketBatchHead, luaBucketBatch, luaBucketBatchDistinct},
 }
 
-// argv is the arguments of c's script: for a GCRA batch now, the slack, the limit's limit, period
-// and burst, and the cost; for any other, as the top of this file describes.
+// batch reports whether c is a batch of checks with a script of their own (luaGCRABatchHead), one
+// check included: steps of one GCRA or token bucket limit and cost, each its own group.
+func (c *call) batch() bool {
+	return c.op == opCheck && (c.set == 1<<0 || c.set == 1<<1) && c.perGroup == 1 && len(c.stepArgs()) == 2
+}
+
+// argv is the arguments of c's script: for a batch now, the slack, the limit's first three
+// parameters and the cost; for any other, as the top of this file describes.
 func (c *call) argv() []string {
-	if c.gcraBatch() {
+	if c.batch() {
 		return []string{c.head[0], c.head[1], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
 	}
 	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(c.steps))
@@ -1050,11 +1153,12 @@ func (c *call) argv() []string {
 // script returns the script that runs c.
 func (c *call) script() *script {
 	switch {
-	case c.gcraBatch():
+	case c.batch():
+		body, d := batchBodies[c.set], 0
 		if distinct(c.keys) {
-			return gcraBatchDistinctScript.get(func() string { return luaClock + luaGCRABatchHead + luaGCRABatchDistinct })
+			d = 1
 		}
-		return gcraBatchScript.get(func() string { return luaClock + luaGCRABatchHead + luaGCRABatch })
+		return batches[c.set][d].get(func() string { return luaClock + body[0] + body[1+d] })
 	case c.op == opCheck && len(c.keys) == 1:
 		return singles[c.set].get(func() string { return source(c.op, c.set, true) })
 	}

@@ -161,3 +161,30 @@ func TestLargeCheckMany(t *testing.T) {
 		}
 	}
 }
+
+// A batch at an instant before the state's (a replay, a clock stepped back) decides as the memory
+// store does: a bucket refills nothing while time runs backwards.
+func TestBatchTimeBackwards(t *testing.T) {
+	s, _, _ := newStore(t)
+	ms := memory.New(memory.Config{})
+	defer ms.Close()
+	ctx := context.Background()
+	for _, p := range []*sluice.Policy{
+		sluice.MustPolicy("back-gcra", sluice.Limit{Strategy: sluice.GCRA{Limit: 2, PeriodMs: 1000, Burst: 3}}),
+		sluice.MustPolicy("back-bucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 3, RefillPerSec: 2}}),
+	} {
+		keys := []string{"a", "b", "a"}
+		for _, now := range []int64{t0 + 1000, t0 + 1000, t0 + 400, t0, t0 + 1600} {
+			got, want := make([]sluice.Decision, len(keys)), make([]sluice.Decision, len(keys))
+			if err := s.CheckMany(ctx, now, p, keys, 1, got); err != nil {
+				t.Fatal(err)
+			}
+			if err := ms.CheckMany(ctx, now, p, keys, 1, want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s at t0%+d: %+v, memory store %+v", p.Name(), now-t0, got, want)
+			}
+		}
+	}
+}
