@@ -453,7 +453,7 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 
 // batchReply decides the steps of c, all of one limit and cost, from the reply of a batch script
 // (luaBatchReply): the instant, each step's state before it (GCRA: the TAT; token bucket: the
-// tokens) and whether the script admitted it. Package algo does what the script's step does,
+// tokens; fixed window: what the window had spent) and whether the script admitted it. Package algo does what the script's step does,
 // operation for operation, so the two agree; a step where they do not is an error rather than a
 // decision the script did not make.
 func batchReply(c call, b string) ([]int64, error) {
@@ -477,6 +477,13 @@ func batchReply(c call, b string) ([]int64, error) {
 		tb, limit := algo.NewTokenBucket(st), int64(st.Capacity)
 		decide = func(tokens float64, now int64) sluice.Decision {
 			return tb.Verdict(tokens, now, cost).Decision(limit)
+		}
+	case sluice.FixedWindow:
+		f := algo.NewFixedWindow(st)
+		decide = func(spent float64, now int64) sluice.Decision {
+			start := math.Floor(float64(now)/st.WindowMs) * st.WindowMs
+			_, d := f.Check(algo.FixedWindowState{Start: start, Count: spent}, now, cost)
+			return d
 		}
 	default:
 		return nil, unavailable(fmt.Errorf("script replied a batch for %T", st))

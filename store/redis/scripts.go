@@ -718,11 +718,17 @@ local limit, period, burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumbe
 local T = period / limit
 local tau = T * burst
 local inc = T * cost
+` + luaBatchKeys
+
+// luaBatchKeys reads every key's state with one MGET (GET in the loop past 4000 keys, as an MGET
+// of more would need a Lua stack that deep), and starts the reply's lists: before holds each step's
+// state before it, admitted a '1' or '0' per step.
+const luaBatchKeys = `
 local keys, call = KEYS, redis.call
 local texts = false
 if #keys <= 4000 then texts = call('MGET', unpack(keys)) end
--- before holds each step's TAT before it, admitted a '1' or '0' per step.
 local before, admitted = {}, {}
+local server_ms = server_clock and now -- the server's clock, read once where a state needs it
 `
 
 // luaGCRARead sets tat and low to the state of step i's key as MGET found it: its TAT (0: a fresh
@@ -776,9 +782,10 @@ end
 `
 
 // luaBatchReply returns now, then each step's before (GCRA: its TAT before it, 0 for a fresh key;
-// token bucket: the tokens it found) as little-endian doubles, then a byte per step, '1' where it
-// was admitted. The caller computes each decision from these with package algo, exactly as
-// g.check or t.check would (the same operations), and checks it against the byte.
+// token bucket: the tokens it found; fixed window: what the key had spent in the window) as
+// little-endian doubles, then a byte per step, '1' where it was admitted. The caller computes each
+// decision from these with package algo, exactly as the strategy's check would (the same
+// operations), and checks it against the byte.
 const luaBatchReply = `
 local n = #before
 if n <= 1000 then
@@ -837,18 +844,28 @@ for i = 1, #keys do
 end
 ` + luaBatchReply
 
-// luaBucketBatchHead, with luaClock and luaBucketBatch or luaBucketBatchDistinct, is the script of
-// a batch of token bucket checks, as luaGCRABatchHead is GCRA's. Its writes always set a TTL: a
+// luaNearInstant sets at to the instant whose low 32 bits are low, the one nearest the server's
+// clock (see luaPairs' expand), reading that clock once per script where the call passed its own.
+// It is pasted into the batch scripts' reads.
+const luaNearInstant = `
+if not server_ms then
+  local clock = call('TIME')
+  server_ms = tonumber(clock[1]) * 1000 + floor(tonumber(clock[2]) / 1000)
+end
+do
+  local d = low - server_ms % wrap
+  if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
+  at = server_ms + d
+end
+`
+
+// luaBucketBatchHead, with luaClock and a body of countedBatch, is the script of a batch of token
+// bucket checks, as luaGCRABatchHead is GCRA's. Its writes always set a TTL: a
 // token bucket's state with its expiry would take 16 bytes on the server's clock, past the 32-byte
 // allocation class its 12 take now.
 const luaBucketBatchHead = `
 local capacity, per_ms, cost = tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000, tonumber(ARGV[6])
-local keys, call = KEYS, redis.call
-local texts = false
-if #keys <= 4000 then texts = call('MGET', unpack(keys)) end
-local before, admitted = {}, {}
-local server_ms = server_clock and now -- the server's clock, read once where a state needs it
-`
+` + luaBatchKeys
 
 // luaBucketRead sets n to the tokens step i's key holds at now, as MGET found its state (t.tokens,
 // with t.load's two forms inlined).
@@ -858,17 +875,10 @@ do
   if texts then text = texts[i] else text = call('GET', key) end
   n = capacity
   if text then
-    local len, tokens, last = #text
+    local len, tokens, last, at = #text
     if len == 12 then
       local low
-      tokens, low = unpack_struct('<dI4', text)
-      if not server_ms then
-        local clock = call('TIME')
-        server_ms = tonumber(clock[1]) * 1000 + floor(tonumber(clock[2]) / 1000)
-      end
-      local d = low - server_ms % wrap
-      if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
-      last = server_ms + d
+      tokens, low = unpack_struct('<dI4', text)` + luaNearInstant + `last = at
     elseif len >= 16 then
       tokens, last = unpack_struct('<dd', text)
     end
@@ -882,56 +892,58 @@ do
 end
 `
 
-// luaBucketWrite writes key's state: left tokens at now (t.dump, inlined).
+// luaBucketWrite writes key's state: v tokens left at now (t.dump, inlined).
 const luaBucketWrite = `
 do
-  local px, text = ttl(ceil((capacity - left) / per_ms) + slack)
+  local px, text = ttl(ceil((capacity - v) / per_ms) + slack)
   if server_clock and px <= span then
-    call('SET', key, pack('<dI4', left, now % wrap), 'PX', text)
+    call('SET', key, pack('<dI4', v, now % wrap), 'PX', text)
   else
-    call('SET', key, pack('<dd', left, now), 'PX', text)
+    call('SET', key, pack('<dd', v, now), 'PX', text)
   end
 end
 `
 
-// luaBucketBatch is the body of a token bucket batch that may check a key more than once.
-const luaBucketBatch = `
-local written, order = {}, {}
-local w = 0
-for i = 1, #keys do
-  local key = keys[i]
-  local n = written[key]
-  if not n then` + luaBucketRead + `end
-  before[i] = n
-  if n >= cost then
-    admitted[i] = '1'
-    if not written[key] then
-      w = w + 1
-      order[w] = key
-    end
-    written[key] = n - cost
-  else
-    admitted[i] = '0'
-  end
-end
-for j = 1, w do
-  local key = order[j]
-  local left = written[key]` + luaBucketWrite + `end
-` + luaBatchReply
+// luaWindowBatchHead, with luaClock and a body of countedBatch, is the script of a batch of fixed
+// window checks (windows of windowMs; a calendar window takes the general
+// script), as luaGCRABatchHead is GCRA's. Its writes always set a TTL, as a token bucket's do.
+const luaWindowBatchHead = `
+local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local start = floor(now / window) * window
+local stop = start + window
+` + luaBatchKeys
 
-// luaBucketBatchDistinct is the body of a token bucket batch whose keys are all different.
-const luaBucketBatchDistinct = `
-for i = 1, #keys do
-  local key = keys[i]
-  local n` + luaBucketRead + `before[i] = n
-  if n >= cost then
-    admitted[i] = '1'
-    local left = n - cost` + luaBucketWrite + `
-  else
-    admitted[i] = '0'
+// luaWindowRead sets n to what step i's key has spent in now's window, as MGET found its state
+// (f.count, with f.load's two forms inlined).
+const luaWindowRead = `
+do
+  local text
+  if texts then text = texts[i] else text = call('GET', key) end
+  n = 0
+  if text then
+    local len, at, count = #text
+    if len == 12 then
+      local low
+      count, low = unpack_struct('<dI4', text)` + luaNearInstant + `
+    elseif len >= 16 then
+      at, count = unpack_struct('<dd', text)
+    end
+    if at == start then n = count end
   end
 end
-` + luaBatchReply
+`
+
+// luaWindowWrite writes key's state: v spent in now's window (f.dump, inlined).
+const luaWindowWrite = `
+do
+  local px, text = ttl(ceil(stop - now) + slack)
+  if server_clock and start == floor(start) and math.abs(start - now) + px <= span then
+    call('SET', key, pack('<dI4', v, start % wrap), 'PX', text)
+  else
+    call('SET', key, pack('<dd', start, v), 'PX', text)
+  end
+end
+`
 
 // luaMainHead reads every key's state with one MGET (a call from Lua costs Redis more than the
 // work of most steps) and every limit's parameters.
@@ -1130,13 +1142,68 @@ func (e *lazyScript) get(source func() string) *script {
 // head, then the body for keys that may repeat and for distinct keys.
 var batchBodies = map[uint8][3]string{
 	1 << 0: {luaGCRABatchHead, luaGCRABatch, luaGCRABatchDistinct},
-	1 << 1: {luaBucketBatchHead, luaBucketBatch, luaBucketBatchDistinct},
+	1 << 1: countedBatch(luaBucketBatchHead, luaBucketRead, "n >= cost", "n - cost", luaBucketWrite),
+	1 << 2: countedBatch(luaWindowBatchHead, luaWindowRead, "n + cost <= limit", "n + cost", luaWindowWrite),
+}
+
+// countedBatch returns the head and two bodies of a batch of a strategy whose state after a check
+// is one number v of now (a token bucket's tokens, a fixed window's count): read sets n from step
+// i's key, admits is whether n admits the step, next is v after it, and write writes v to key. The
+// first body lets a key checked twice see its first check and writes each key once, at the end;
+// the second, for keys all different, reads, decides and writes each in one pass.
+func countedBatch(head, read, admits, next, write string) [3]string {
+	repeats := `
+local written, order = {}, {}
+local w = 0
+for i = 1, #keys do
+  local key = keys[i]
+  local n = written[key]
+  if not n then` + read + `end
+  before[i] = n
+  if ` + admits + ` then
+    admitted[i] = '1'
+    if not written[key] then
+      w = w + 1
+      order[w] = key
+    end
+    written[key] = ` + next + `
+  else
+    admitted[i] = '0'
+  end
+end
+for j = 1, w do
+  local key = order[j]
+  local v = written[key]` + write + `end
+` + luaBatchReply
+	distinct := `
+for i = 1, #keys do
+  local key = keys[i]
+  local n` + read + `before[i] = n
+  if ` + admits + ` then
+    admitted[i] = '1'
+    local v = ` + next + write + `
+  else
+    admitted[i] = '0'
+  end
+end
+` + luaBatchReply
+	return [3]string{head, repeats, distinct}
 }
 
 // batch reports whether c is a batch of checks with a script of their own (luaGCRABatchHead), one
-// check included: steps of one GCRA or token bucket limit and cost, each its own group.
+// check included: steps of one GCRA, token bucket or fixed window (not a calendar one) limit and
+// cost, each its own group.
 func (c *call) batch() bool {
-	return c.op == opCheck && (c.set == 1<<0 || c.set == 1<<1) && c.perGroup == 1 && len(c.stepArgs()) == 2
+	if c.op != opCheck || c.perGroup != 1 || len(c.stepArgs()) != 2 {
+		return false
+	}
+	switch c.set {
+	case 1 << 0, 1 << 1:
+		return true
+	case 1 << 2:
+		return c.defs[2] != "0" // windowMs; 0 is a calendar window
+	}
+	return false
 }
 
 // argv is the arguments of c's script: for a batch now, the slack, the limit's first three

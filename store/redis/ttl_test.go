@@ -122,6 +122,7 @@ func TestLargeCheckMany(t *testing.T) {
 	policies := []*sluice.Policy{
 		sluice.MustPolicy("big-gcra", sluice.Limit{Strategy: sluice.GCRA{Limit: 3, PeriodMs: 1000, Burst: 2}}),
 		sluice.MustPolicy("big-bucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 2, RefillPerSec: 3}}),
+		sluice.MustPolicy("big-window", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 2, WindowMs: 1000}}),
 	}
 	for _, n := range []int{1500, 4500} {
 		for _, repeated := range []bool{false, true} {
@@ -163,7 +164,8 @@ func TestLargeCheckMany(t *testing.T) {
 }
 
 // A batch at an instant before the state's (a replay, a clock stepped back) decides as the memory
-// store does: a bucket refills nothing while time runs backwards.
+// store does: a bucket refills nothing while time runs backwards, and a window's count belongs to
+// its window only.
 func TestBatchTimeBackwards(t *testing.T) {
 	s, _, _ := newStore(t)
 	ms := memory.New(memory.Config{})
@@ -172,6 +174,7 @@ func TestBatchTimeBackwards(t *testing.T) {
 	for _, p := range []*sluice.Policy{
 		sluice.MustPolicy("back-gcra", sluice.Limit{Strategy: sluice.GCRA{Limit: 2, PeriodMs: 1000, Burst: 3}}),
 		sluice.MustPolicy("back-bucket", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 3, RefillPerSec: 2}}),
+		sluice.MustPolicy("back-window", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 2.5, WindowMs: 333.3}}),
 	} {
 		keys := []string{"a", "b", "a"}
 		for _, now := range []int64{t0 + 1000, t0 + 1000, t0 + 400, t0, t0 + 1600} {
