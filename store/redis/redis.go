@@ -328,11 +328,13 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 }
 
 func (s *Store) evalsha(c call) rueidis.Completed {
-	return s.client.B().Evalsha().Sha1(c.script().sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.argv()...).Build()
+	sc, argv := c.plan()
+	return s.client.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build()
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
-	return s.client.B().Eval().Script(c.script().source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.argv()...).Build()
+	sc, argv := c.plan()
+	return s.client.B().Eval().Script(sc.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build()
 }
 
 func noScript(r rueidis.RedisResult) bool {
@@ -425,9 +427,8 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 	return out, firstErr
 }
 
-// numbers reads the reply of c's script: an array of integers, or the string of a batch of GCRA
-// or token bucket checks (luaBatchReply in scripts.go), which it turns into the same five integers
-// per step.
+// numbers reads the reply of c's script: an array of integers, or the string of a batch
+// (luaBatchReply in scripts.go), which it turns into the same five integers per step.
 func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
 	if msg, err := r.ToMessage(); err == nil && msg.IsString() {
 		b, _ := msg.ToString()
@@ -453,9 +454,9 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 
 // batchReply decides the steps of c, all of one limit and cost, from the reply of a batch script
 // (luaBatchReply): the instant, each step's state before it (GCRA: the TAT; token bucket: the
-// tokens; fixed window: what the window had spent) and whether the script admitted it. Package algo does what the script's step does,
-// operation for operation, so the two agree; a step where they do not is an error rather than a
-// decision the script did not make.
+// tokens; fixed window: what the window had spent) and whether the script admitted it. Package
+// algo does what the script's step does, operation for operation, so the two agree; a step where
+// they do not is an error rather than a decision the script did not make.
 func batchReply(c call, b string) ([]int64, error) {
 	n := len(c.keys)
 	if len(c.limits) != 1 || len(b) != 8+9*n {
@@ -465,34 +466,31 @@ func batchReply(c call, b string) ([]int64, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	var decide func(before float64, now int64) sluice.Decision
+	now := int64(float64At(b, 0))
+	var decide func(before float64) sluice.Decision
 	switch st := c.limits[0].p.Limits()[c.limits[0].i].Strategy.(type) {
 	case sluice.GCRA:
 		g := algo.NewGCRA(st)
-		decide = func(tat float64, now int64) sluice.Decision {
+		decide = func(tat float64) sluice.Decision {
 			_, d := g.Check(algo.GCRAState{TAT: tat}, now, cost)
 			return d
 		}
 	case sluice.TokenBucket:
 		tb, limit := algo.NewTokenBucket(st), int64(st.Capacity)
-		decide = func(tokens float64, now int64) sluice.Decision {
-			return tb.Verdict(tokens, now, cost).Decision(limit)
-		}
+		decide = func(tokens float64) sluice.Decision { return tb.Verdict(tokens, now, cost).Decision(limit) }
 	case sluice.FixedWindow:
-		f := algo.NewFixedWindow(st)
-		decide = func(spent float64, now int64) sluice.Decision {
-			start := math.Floor(float64(now)/st.WindowMs) * st.WindowMs
+		f, start := algo.NewFixedWindow(st), math.Floor(float64(now)/st.WindowMs)*st.WindowMs
+		decide = func(spent float64) sluice.Decision {
 			_, d := f.Check(algo.FixedWindowState{Start: start, Count: spent}, now, cost)
 			return d
 		}
 	default:
 		return nil, unavailable(fmt.Errorf("script replied a batch for %T", st))
 	}
-	now := int64(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[:8]))))
 	admitted := b[8+8*n:]
 	out := make([]int64, 0, 5*n)
 	for i := range n {
-		d := decide(math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[8+8*i:16+8*i]))), now)
+		d := decide(float64At(b, 8+8*i))
 		if d.Allowed != (admitted[i] == '1') {
 			return nil, unavailable(fmt.Errorf("step %d: the script admitted %c, package algo %v", i, admitted[i], d.Allowed))
 		}
@@ -503,6 +501,11 @@ func batchReply(c call, b string) ([]int64, error) {
 		out = append(out, allowed, d.Limit, d.Remaining, d.ResetAt, d.RetryAfterMs)
 	}
 	return out, nil
+}
+
+// float64At reads the little-endian double at b[i:].
+func float64At(b string, i int) float64 {
+	return math.Float64frombits(binary.LittleEndian.Uint64([]byte(b[i : i+8])))
 }
 
 // decision is the decision of one step, from its five numbers.

@@ -698,7 +698,7 @@ return {ok, limit, remaining, reset_at, retry}
 
 // luaGCRABatchHead starts the scripts of a batch of GCRA checks: steps of one GCRA limit and cost,
 // each a group of its own (concurrent Checks of one policy, batched, and CheckMany), the call a
-// busy service sends most. With luaHeader, it and luaGCRABatch or luaGCRABatchDistinct are the
+// busy service sends most. With luaClock, it and luaGCRABatch or luaGCRABatchDistinct are the
 // whole script, with g.check's admission and the main loop's reads and writes inlined: defining
 // the strategy's functions and the main loop's helpers, and every call from Lua to Lua or C, costs
 // Redis about as much as a step's arithmetic.
@@ -869,23 +869,16 @@ local capacity, per_ms, cost = tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000, tonu
 
 // luaBucketRead sets n to the tokens step i's key holds at now, as MGET found its state (t.tokens,
 // with t.load's two forms inlined).
-const luaBucketRead = `
+var luaBucketRead = `
 do
   local text
   if texts then text = texts[i] else text = call('GET', key) end
   n = capacity
   if text then
-    local len, tokens, last, at = #text
-    if len == 12 then
-      local low
-      tokens, low = unpack_struct('<dI4', text)` + luaNearInstant + `last = at
-    elseif len >= 16 then
-      tokens, last = unpack_struct('<dd', text)
-    end
-    if last then
-      local elapsed = now - last
+    local v, at` + nearPairRead("v, at") + `if at then
+      local elapsed = now - at
       if elapsed < 0 then elapsed = 0 end
-      n = tokens + elapsed * per_ms
+      n = v + elapsed * per_ms
       if n > capacity then n = capacity end
     end
   end
@@ -893,16 +886,40 @@ end
 `
 
 // luaBucketWrite writes key's state: v tokens left at now (t.dump, inlined).
-const luaBucketWrite = `
+var luaBucketWrite = nearPairWrite("ceil((capacity - v) / per_ms) + slack", "now", "v, at")
+
+// nearPairRead sets v and at from text, the state of a value v as of an instant at: 12 bytes hold
+// v and at's low 32 bits (see luaPairs), 16 the two doubles in the order wide names. It leaves
+// both nil for a state of another strategy.
+func nearPairRead(wide string) string {
+	return `
+local len = #text
+if len == 12 then
+  local low
+  v, low = unpack_struct('<dI4', text)` + luaNearInstant + `elseif len >= 16 then
+  ` + wide + ` = unpack_struct('<dd', text)
+end
+`
+}
+
+// nearPairWrite writes key's state of v as of the instant at (an expression), with a TTL of ms:
+// 12 bytes where at is a whole ms that stays near the server's clock for the key's life (luaPairs'
+// near), else 16 in the order wide names.
+func nearPairWrite(ms, at, wide string) string {
+	return `
 do
-  local px, text = ttl(ceil((capacity - v) / per_ms) + slack)
-  if server_clock and px <= span then
-    call('SET', key, pack('<dI4', v, now % wrap), 'PX', text)
+  local at = ` + at + `
+  local px, text = ttl(` + ms + `)
+  local d = at - now
+  if d < 0 then d = -d end
+  if server_clock and at % 1 == 0 and d + px <= span then
+    call('SET', key, pack('<dI4', v, at % wrap), 'PX', text)
   else
-    call('SET', key, pack('<dd', v, now), 'PX', text)
+    call('SET', key, pack('<dd', ` + wide + `), 'PX', text)
   end
 end
 `
+}
 
 // luaWindowBatchHead, with luaClock and a body of countedBatch, is the script of a batch of fixed
 // window checks (windows of windowMs; a calendar window takes the general
@@ -915,35 +932,19 @@ local stop = start + window
 
 // luaWindowRead sets n to what step i's key has spent in now's window, as MGET found its state
 // (f.count, with f.load's two forms inlined).
-const luaWindowRead = `
+var luaWindowRead = `
 do
   local text
   if texts then text = texts[i] else text = call('GET', key) end
   n = 0
   if text then
-    local len, at, count = #text
-    if len == 12 then
-      local low
-      count, low = unpack_struct('<dI4', text)` + luaNearInstant + `
-    elseif len >= 16 then
-      at, count = unpack_struct('<dd', text)
-    end
-    if at == start then n = count end
+    local v, at` + nearPairRead("at, v") + `if at == start then n = v end
   end
 end
 `
 
 // luaWindowWrite writes key's state: v spent in now's window (f.dump, inlined).
-const luaWindowWrite = `
-do
-  local px, text = ttl(ceil(stop - now) + slack)
-  if server_clock and start == floor(start) and math.abs(start - now) + px <= span then
-    call('SET', key, pack('<dI4', v, start % wrap), 'PX', text)
-  else
-    call('SET', key, pack('<dd', start, v), 'PX', text)
-  end
-end
-`
+var luaWindowWrite = nearPairWrite("ceil(stop - now) + slack", "start", "at, v")
 
 // luaMainHead reads every key's state with one MGET (a call from Lua costs Redis more than the
 // work of most steps) and every limit's parameters.
@@ -1190,46 +1191,40 @@ end
 	return [3]string{head, repeats, distinct}
 }
 
-// batch reports whether c is a batch of checks with a script of their own (luaGCRABatchHead), one
-// check included: steps of one GCRA, token bucket or fixed window (not a calendar one) limit and
-// cost, each its own group.
-func (c *call) batch() bool {
+// batchBody returns the head and bodies of c's script (batchBodies) when c is a batch of checks
+// with a script of their own (luaGCRABatchHead), one check included: steps of one GCRA, token
+// bucket or fixed window (not a calendar one) limit and cost, each its own group.
+func (c *call) batchBody() ([3]string, bool) {
 	if c.op != opCheck || c.perGroup != 1 || len(c.stepArgs()) != 2 {
-		return false
+		return [3]string{}, false
 	}
-	switch c.set {
-	case 1 << 0, 1 << 1:
-		return true
-	case 1 << 2:
-		return c.defs[2] != "0" // windowMs; 0 is a calendar window
+	if c.set == 1<<2 && c.defs[2] == "0" { // windowMs 0: a calendar window
+		return [3]string{}, false
 	}
-	return false
+	body, ok := batchBodies[c.set]
+	return body, ok
 }
 
-// argv is the arguments of c's script: for a batch now, the slack, the limit's first three
-// parameters and the cost; for any other, as the top of this file describes.
-func (c *call) argv() []string {
-	if c.batch() {
-		return []string{c.head[0], c.head[1], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
-	}
-	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(c.steps))
-	argv = append(append(argv, c.head...), strconv.Itoa(len(c.limits)))
-	return append(append(argv, c.defs...), c.stepArgs()...)
-}
-
-// script returns the script that runs c.
-func (c *call) script() *script {
-	switch {
-	case c.batch():
-		body, d := batchBodies[c.set], 0
+// plan returns the script that runs c and its arguments: for a batch now, the slack, the limit's
+// first three parameters and the cost; for any other call, as the top of this file describes.
+func (c *call) plan() (*script, []string) {
+	if body, ok := c.batchBody(); ok {
+		d := 0
 		if distinct(c.keys) {
 			d = 1
 		}
-		return batches[c.set][d].get(func() string { return luaClock + body[0] + body[1+d] })
-	case c.op == opCheck && len(c.keys) == 1:
-		return singles[c.set].get(func() string { return source(c.op, c.set, true) })
+		sc := batches[c.set][d].get(func() string { return luaClock + body[0] + body[1+d] })
+		return sc, []string{c.head[0], c.head[1], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
 	}
-	return scripts[c.op][c.set].get(func() string { return source(c.op, c.set, false) })
+	single := c.op == opCheck && len(c.keys) == 1
+	e := &scripts[c.op][c.set]
+	if single {
+		e = &singles[c.set]
+	}
+	sc := e.get(func() string { return source(c.op, c.set, single) })
+	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(c.steps))
+	argv = append(append(argv, c.head...), strconv.Itoa(len(c.limits)))
+	return sc, append(append(argv, c.defs...), c.stepArgs()...)
 }
 
 // seed hashes keys for distinct.

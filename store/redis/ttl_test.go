@@ -191,3 +191,40 @@ func TestBatchTimeBackwards(t *testing.T) {
 		}
 	}
 }
+
+// On the server's clock a batch writes a token bucket's or fixed window's state in 12 bytes when
+// its instant is a whole ms, and in 16 when it is not (a window of 333.3 ms starts between ms).
+func TestBatchStateForms(t *testing.T) {
+	s, c, prefix := newStore(t)
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		strategy sluice.Strategy
+		bytes    int64
+	}{
+		{"bucket", sluice.TokenBucket{Capacity: 5, RefillPerSec: 1}, 12},
+		{"window", sluice.FixedWindow{Limit: 5, WindowMs: 1000}, 12},
+		{"fractionalWindow", sluice.FixedWindow{Limit: 5, WindowMs: 333.3}, 16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := sluice.MustPolicy("form-"+tt.name, sluice.Limit{Strategy: tt.strategy})
+			keys := []string{"a", "b"}
+			out := make([]sluice.Decision, len(keys))
+			for range 2 {
+				if err := s.CheckMany(ctx, 0, p, keys, 1, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, key := range keys {
+				n, _ := do(t, c, "STRLEN", prefix+":{form-"+tt.name+":"+key+"}").AsInt64()
+				if n != tt.bytes {
+					t.Errorf("%s holds %d bytes, want %d", key, n, tt.bytes)
+				}
+			}
+			if tt.name == "bucket" && out[0].Remaining != 3 { // read back: two spent of five
+				t.Errorf("remaining %d after two checks, want 3", out[0].Remaining)
+			}
+		})
+	}
+}
