@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,20 @@ func newStore(t *testing.T) (*redisstore.Store, rueidis.Client, string) {
 		}
 	})
 	return s, c, prefix
+}
+
+// TestNoClientTracking checks that a client from ParseURL leaves CLIENT TRACKING off: with it on,
+// Redis would note an invalidation for every key the store writes.
+func TestNoClientTracking(t *testing.T) {
+	info, err := do(t, client(t), "CLIENT", "INFO").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range strings.Fields(info) {
+		if flags, ok := strings.CutPrefix(field, "flags="); ok && strings.Contains(flags, "t") {
+			t.Errorf("CLIENT INFO: %s: the connection tracks keys", field)
+		}
+	}
 }
 
 func TestConformanceVectors(t *testing.T) {

@@ -24,7 +24,11 @@ import (
 // dial_timeout (a Go duration, default 5s); master (Sentinel, required), sentinel_username and
 // sentinel_password (Sentinel, when the Sentinels require their own credentials).
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
-	var opt rueidis.ClientOption
+	// The store never reads through rueidis's client-side cache. With the cache on, every
+	// connection turns on CLIENT TRACKING, so Redis looks up every key the store writes for
+	// invalidations, and rueidis refuses a server that speaks only RESP2 (Redis before 6, some
+	// proxies) rather than fall back to it.
+	opt := rueidis.ClientOption{DisableCache: true}
 	fail := func(format string, args ...any) (rueidis.ClientOption, error) {
 		return rueidis.ClientOption{}, fmt.Errorf("redis store: url %q: %s", redact(rawURL), fmt.Sprintf(format, args...))
 	}
