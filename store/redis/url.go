@@ -22,7 +22,8 @@ import (
 // with rediss, rediss-sentinel and rediss-cluster for TLS. The port defaults to 6379 (26379 for a
 // Sentinel), the database to 0; user and password authenticate to Redis. Query options:
 // dial_timeout (a Go duration, default 5s); master (Sentinel, required), sentinel_username and
-// sentinel_password (Sentinel, when the Sentinels require their own credentials).
+// sentinel_password (Sentinel, when the Sentinels require their own credentials). The options
+// turn rueidis's client-side cache off: the store never reads through it.
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	// The store never reads through rueidis's client-side cache. With the cache on, every
 	// connection turns on CLIENT TRACKING, so Redis looks up every key the store writes for
