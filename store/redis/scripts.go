@@ -711,7 +711,7 @@ return {ok, limit, remaining, reset_at, retry}
 // by at most twice the slack. An 8-byte state (written at an explicit instant, by another operation
 // or by an older sluice) has no known expiry and is written with a TTL anew.
 //
-// The reply is what the caller needs to compute each decision with package algo (see gcraBatch in
+// The reply is what the caller needs to compute each decision with package algo (see batchReply in
 // redis.go): five integers per step would cost Redis more than the step.
 const luaGCRABatchHead = `
 local limit, period, burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -761,10 +761,7 @@ do
   else
     local need, kept = now + idle + slack, false
     if low then
-      local d = low - now % wrap
-      if d >= wrap / 2 then d = d - wrap elseif d < -wrap / 2 then d = d + wrap end
-      local e = now + d
-      if e >= need and e <= need + slack then
+      local at` + luaNearInstant + `if at >= need and at <= need + slack then
         call('SET', key, pack('<dI4', tat, low), 'KEEPTTL')
         kept = true
       end
@@ -846,7 +843,7 @@ end
 
 // luaNearInstant sets at to the instant whose low 32 bits are low, the one nearest the server's
 // clock (see luaPairs' expand), reading that clock once per script where the call passed its own.
-// It is pasted into the batch scripts' reads.
+// It is pasted into the batch scripts' reads, and into GCRA's write for the key's expiry.
 const luaNearInstant = `
 if not server_ms then
   local clock = call('TIME')
@@ -1193,9 +1190,10 @@ end
 
 // batchBody returns the head and bodies of c's script (batchBodies) when c is a batch of checks
 // with a script of their own (luaGCRABatchHead), one check included: steps of one GCRA, token
-// bucket or fixed window (not a calendar one) limit and cost, each its own group.
-func (c *call) batchBody() ([3]string, bool) {
-	if c.op != opCheck || c.perGroup != 1 || len(c.stepArgs()) != 2 {
+// bucket or fixed window (not a calendar one) limit and cost, each its own group. steps is
+// c.stepArgs().
+func (c *call) batchBody(steps []string) ([3]string, bool) {
+	if c.op != opCheck || c.perGroup != 1 || len(steps) != 2 {
 		return [3]string{}, false
 	}
 	if c.set == 1<<2 && c.defs[2] == "0" { // windowMs 0: a calendar window
@@ -1208,7 +1206,8 @@ func (c *call) batchBody() ([3]string, bool) {
 // plan returns the script that runs c and its arguments: for a batch now, the slack, the limit's
 // first three parameters and the cost; for any other call, as the top of this file describes.
 func (c *call) plan() (*script, []string) {
-	if body, ok := c.batchBody(); ok {
+	steps := c.stepArgs()
+	if body, ok := c.batchBody(steps); ok {
 		d := 0
 		if distinct(c.keys) {
 			d = 1
@@ -1222,9 +1221,9 @@ func (c *call) plan() (*script, []string) {
 		e = &singles[c.set]
 	}
 	sc := e.get(func() string { return source(c.op, c.set, single) })
-	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(c.steps))
+	argv := make([]string, 0, len(c.head)+1+len(c.defs)+len(steps))
 	argv = append(append(argv, c.head...), strconv.Itoa(len(c.limits)))
-	return sc, append(append(argv, c.defs...), c.stepArgs()...)
+	return sc, append(append(argv, c.defs...), steps...)
 }
 
 // seed hashes keys for distinct.
