@@ -94,9 +94,9 @@ func (s *Store) leaseKey(name, key string) string {
 // reply.
 func (s *Store) runScript(ctx context.Context, sc *script, key string, args ...string) ([]int64, error) {
 	return bounded(ctx, func() ([]int64, error) {
-		r := s.client.Do(ctx, s.client.B().Evalsha().Sha1(sc.sha).Numkeys(1).Key(key).Arg(args...).Build())
+		r := s.client.Do(ctx, s.client.B().Evalsha().Sha1(sc.sha).Numkeys(1).Key(key).Arg(args...).Build().ToPipe())
 		if noScript(r) {
-			r = s.client.Do(ctx, s.client.B().Eval().Script(sc.source).Numkeys(1).Key(key).Arg(args...).Build())
+			r = s.client.Do(ctx, s.client.B().Eval().Script(sc.source).Numkeys(1).Key(key).Arg(args...).Build().ToPipe())
 		}
 		return ints(r)
 	})

@@ -106,6 +106,9 @@ var (
 )
 
 // New returns a Store on client. The caller keeps ownership of client: Close does not close it.
+// A client with rueidis's DisableAutoPipelining (as ParseURL's options have it) sends each batched
+// run on a connection of its own and pipelines the store's other commands; with automatic
+// pipelining it pipelines them all, which decides the same but costs more CPU per check.
 func New(client rueidis.Client, cfg Config) *Store {
 	prefix := cfg.Prefix
 	if prefix == "" {
@@ -135,6 +138,7 @@ func New(client rueidis.Client, cfg Config) *Store {
 		s.batcher = batch.New(size, make(chan struct{}, inFlight),
 			func(now int64, limits int) call {
 				c := newCall(opCheck, now, s.slack, limits)
+				c.ownConn = true
 				c.keys = make([]string, 0, size*limits) // room for a full batch: no growing
 				c.steps = make([]string, 0, 2*size*limits)
 				return c
@@ -248,6 +252,7 @@ type call struct {
 	defs     []string   // seven per limit
 	keys     []string
 	steps    []string // two per step: the limit (1-based) and the cost
+	ownConn  bool     // a run of the batcher: sent on a connection of its own (see pipelined)
 }
 
 type limitRef struct {
@@ -329,12 +334,28 @@ func (c *call) addPolicy(s *Store, p *sluice.Policy, key string, cost int64) {
 
 func (s *Store) evalsha(c call) rueidis.Completed {
 	sc, argv := c.plan()
-	return s.client.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build()
+	return route(c, s.client.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build())
 }
 
 func (s *Store) eval(c call) rueidis.Completed {
 	sc, argv := c.plan()
-	return s.client.B().Eval().Script(sc.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build()
+	return route(c, s.client.B().Eval().Script(sc.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build())
+}
+
+// route sends a run of the batcher on a connection of its own and pipelines every other command.
+//
+// The batcher already makes one command of many concurrent Checks, and keeps at most
+// Config.InFlight of them in flight. On a connection of its own (a client with rueidis's
+// DisableAutoPipelining, as Open's is), such a run is written and its reply read by the goroutine
+// that sends it, where a pipelined one passes through rueidis's writing and reading goroutines on
+// the way out and back. Every other command is marked to be pipelined, so that many concurrent
+// calls share a few connections rather than take one each. A client with automatic pipelining
+// (rueidis's default) pipelines both.
+func route(c call, cmd rueidis.Completed) rueidis.Completed {
+	if c.ownConn {
+		return cmd
+	}
+	return cmd.ToPipe()
 }
 
 func noScript(r rueidis.RedisResult) bool {
@@ -379,9 +400,9 @@ func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
 	})
 }
 
-// do runs one command, bounded by ctx.
+// do runs one command, pipelined (see route), bounded by ctx.
 func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	r, _ := bounded(ctx, func() (rueidis.RedisResult, error) { return s.client.Do(ctx, cmd), nil })
+	r, _ := bounded(ctx, func() (rueidis.RedisResult, error) { return s.client.Do(ctx, cmd.ToPipe()), nil })
 	if err := ctx.Err(); err != nil && r.Error() == nil {
 		return rueidis.NewErrorResult(err)
 	}

@@ -96,6 +96,75 @@ func TestNoClientTracking(t *testing.T) {
 	}
 }
 
+// TestFewConnections checks that the store's calls share a few connections however many goroutines
+// make them: on ParseURL's client only the batcher's runs, at most Config.InFlight at once, take a
+// connection of their own, and every other command is pipelined. A command left unmarked would
+// take a connection per concurrent call.
+func TestFewConnections(t *testing.T) {
+	url := os.Getenv("SLUICE_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379"
+	}
+	opt, err := redisstore.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ClientName = fmt.Sprintf("sluice-test-conns-%d", time.Now().UnixNano())
+	admin := client(t)
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const inFlight = 2
+	prefix := "sluice-test:" + opt.ClientName
+	s := redisstore.New(c, redisstore.Config{Prefix: prefix, InFlight: inFlight})
+	defer s.Close()
+	p := sluice.MustPolicy("conns", sluice.Limit{Strategy: sluice.GCRA{Limit: 1000, PeriodMs: 1000, Burst: 10}})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 64 {
+		wg.Go(func() {
+			key := fmt.Sprint(g % 8)
+			out := make([]sluice.Decision, 2)
+			for range 20 {
+				_, err := s.Check(ctx, 0, p, key, 1)
+				if err == nil {
+					_, err = s.Peek(ctx, 0, p, key)
+				}
+				if err == nil {
+					err = s.CheckMany(ctx, 0, p, []string{key, "many"}, 1, out)
+				}
+				if err == nil {
+					err = s.Refund(ctx, 0, p, key, 1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, k := range keysUnder(t, admin, prefix) {
+		do(t, admin, "DEL", k)
+	}
+	list, err := do(t, admin, "CLIENT", "LIST").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := strings.Count(list, " name="+opt.ClientName+" ")
+	// rueidis pipelines on up to four connections (ClientOption.PipelineMultiplex).
+	if conns == 0 || conns > inFlight+4 {
+		t.Errorf("the store holds %d connections after 64 goroutines called it, want 1 to %d", conns, inFlight+4)
+	}
+}
+
 func TestConformanceVectors(t *testing.T) {
 	s, _, _ := newStore(t)
 	storetest.Vectors(t, s)

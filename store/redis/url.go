@@ -23,13 +23,16 @@ import (
 // Sentinel), the database to 0; user and password authenticate to Redis. Query options:
 // dial_timeout (a Go duration, default 5s); master (Sentinel, required), sentinel_username and
 // sentinel_password (Sentinel, when the Sentinels require their own credentials). The options
-// turn rueidis's client-side cache off: the store never reads through it.
+// turn rueidis's client-side cache off (the store never reads through it), and its automatic
+// pipelining, so that the store's batched runs go on connections of their own (see New).
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	// The store never reads through rueidis's client-side cache. With the cache on, every
 	// connection turns on CLIENT TRACKING, so Redis looks up every key the store writes for
 	// invalidations, and rueidis refuses a server that speaks only RESP2 (Redis before 6, some
-	// proxies) rather than fall back to it.
-	opt := rueidis.ClientOption{DisableCache: true}
+	// proxies) rather than fall back to it. Without automatic pipelining, the store's batched
+	// runs each go on a connection of their own and its other commands are still pipelined (see
+	// route in redis.go).
+	opt := rueidis.ClientOption{DisableCache: true, DisableAutoPipelining: true}
 	fail := func(format string, args ...any) (rueidis.ClientOption, error) {
 		return rueidis.ClientOption{}, fmt.Errorf("redis store: url %q: %s", redact(rawURL), fmt.Sprintf(format, args...))
 	}

@@ -48,6 +48,9 @@ func TestParseURL(t *testing.T) {
 			if !opt.DisableCache {
 				t.Error("client-side caching is on; the store never reads through it")
 			}
+			if !opt.DisableAutoPipelining {
+				t.Error("automatic pipelining is on; batched runs should take connections of their own")
+			}
 			if (opt.TLSConfig != nil) != tt.tls || opt.ForceSingleClient != tt.single || opt.Dialer.Timeout != tt.timeout {
 				t.Errorf("tls %v single %v timeout %v, want %v %v %v", opt.TLSConfig != nil, opt.ForceSingleClient, opt.Dialer.Timeout, tt.tls, tt.single, tt.timeout)
 			}
