@@ -252,7 +252,7 @@ type call struct {
 	defs     []string   // seven per limit
 	keys     []string
 	steps    []string // two per step: the limit (1-based) and the cost
-	ownConn  bool     // a run of the batcher: sent on a connection of its own (see pipelined)
+	ownConn  bool     // a run of the batcher: sent on a connection of its own (see route)
 }
 
 type limitRef struct {

@@ -26,6 +26,12 @@ const t0 int64 = 1_700_000_000_000
 // is skipped, or fails under CI.
 func client(t *testing.T) rueidis.Client {
 	t.Helper()
+	return clientWith(t, func(*rueidis.ClientOption) {})
+}
+
+// clientWith is client with ParseURL's options changed by edit.
+func clientWith(t *testing.T, edit func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
 	url := os.Getenv("SLUICE_REDIS_URL")
 	if url == "" {
 		url = "redis://127.0.0.1:6379"
@@ -35,6 +41,7 @@ func client(t *testing.T) rueidis.Client {
 		t.Fatalf("SLUICE_REDIS_URL: %v", err)
 	}
 	opt.ForceSingleClient = false
+	edit(&opt)
 	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		msg := fmt.Sprintf("no Redis at %s (set SLUICE_REDIS_URL or start redis-server): %v", url, err)
@@ -101,23 +108,11 @@ func TestNoClientTracking(t *testing.T) {
 // connection of their own, and every other command is pipelined. A command left unmarked would
 // take a connection per concurrent call.
 func TestFewConnections(t *testing.T) {
-	url := os.Getenv("SLUICE_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379"
-	}
-	opt, err := redisstore.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.ClientName = fmt.Sprintf("sluice-test-conns-%d", time.Now().UnixNano())
+	name := fmt.Sprintf("sluice-test-conns-%d", time.Now().UnixNano())
+	c := clientWith(t, func(o *rueidis.ClientOption) { o.ClientName = name })
 	admin := client(t)
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const inFlight = 2
-	prefix := "sluice-test:" + opt.ClientName
+	prefix := "sluice-test:" + name
 	s := redisstore.New(c, redisstore.Config{Prefix: prefix, InFlight: inFlight})
 	defer s.Close()
 	p := sluice.MustPolicy("conns", sluice.Limit{Strategy: sluice.GCRA{Limit: 1000, PeriodMs: 1000, Burst: 10}})
@@ -158,7 +153,7 @@ func TestFewConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns := strings.Count(list, " name="+opt.ClientName+" ")
+	conns := strings.Count(list, " name="+name+" ")
 	// rueidis pipelines on up to four connections (ClientOption.PipelineMultiplex).
 	if conns == 0 || conns > inFlight+4 {
 		t.Errorf("the store holds %d connections after 64 goroutines called it, want 1 to %d", conns, inFlight+4)

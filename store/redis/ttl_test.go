@@ -199,14 +199,6 @@ func TestBatchTimeBackwards(t *testing.T) {
 func TestBatchStateForms(t *testing.T) {
 	s, c, prefix := newStore(t)
 	ctx := context.Background()
-	serverMs := func() int64 {
-		t.Helper()
-		v, err := do(t, c, "TIME").AsIntSlice()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v[0]*1000 + v[1]/1000
-	}
 	tests := []struct {
 		name     string
 		strategy sluice.Strategy
@@ -223,7 +215,7 @@ func TestBatchStateForms(t *testing.T) {
 			out := make([]sluice.Decision, len(keys))
 			want := int64(12)
 			for try := 0; ; try++ {
-				before := serverMs()
+				before := serverMs(t, c)
 				for range 2 {
 					if err := s.CheckMany(ctx, 0, p, keys, 1, out); err != nil {
 						t.Fatal(err)
@@ -233,7 +225,7 @@ func TestBatchStateForms(t *testing.T) {
 					break
 				}
 				start := math.Floor(float64(before)/tt.windowMs) * tt.windowMs
-				if after := serverMs(); math.Floor(float64(after)/tt.windowMs)*tt.windowMs == start {
+				if after := serverMs(t, c); math.Floor(float64(after)/tt.windowMs)*tt.windowMs == start {
 					if start != math.Floor(start) {
 						want = 16
 					}
