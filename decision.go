@@ -24,6 +24,11 @@ type Decision struct {
 	// Parts holds one decision per limit of a composite policy, or one per item of CheckAll, each as
 	// that part alone would decide. Nil for a single-limit policy.
 	Parts []Decision `json:"parts,omitempty"`
+	// FailOpen reports that the store could not answer in time and the policy's fail mode allowed
+	// the check: no limit was consulted, so Allowed is true and the numbers are zero. Only a
+	// service sets it (the library has no fail mode), and a client of one that admits on its own
+	// when the service cannot answer.
+	FailOpen bool `json:"failOpen,omitempty"`
 }
 
 // RetryAfter is RetryAfterMs as a time.Duration.

@@ -472,7 +472,10 @@ type Decision struct {
 	DeniedBy int32 `protobuf:"varint,6,opt,name=denied_by,json=deniedBy,proto3" json:"denied_by,omitempty"`
 	// One decision per limit of a composite policy, or one per item of CheckAll, each as that part
 	// alone would decide. Empty for a single-limit policy.
-	Parts         []*Decision `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
+	Parts []*Decision `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
+	// The store could not answer in time and the policy's fail mode allowed the check: no limit was
+	// consulted, so allowed is true and the numbers are zero. Never set on a real decision.
+	FailOpen      bool `protobuf:"varint,8,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +557,13 @@ func (x *Decision) GetParts() []*Decision {
 		return x.Parts
 	}
 	return nil
+}
+
+func (x *Decision) GetFailOpen() bool {
+	if x != nil {
+		return x.FailOpen
+	}
+	return false
 }
 
 // Forecast is a projection of a key's capacity that consumes nothing.
@@ -1984,7 +1994,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06holder\x18\x03 \x01(\tR\x06holder\"\x11\n" +
-	"\x0fReleaseResponse\"\xe1\x01\n" +
+	"\x0fReleaseResponse\"\xfe\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -1992,7 +2002,8 @@ const file_sluice_proto_rawDesc = "" +
 	"\breset_at\x18\x04 \x01(\x03R\aresetAt\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1b\n" +
 	"\tdenied_by\x18\x06 \x01(\x05R\bdeniedBy\x12)\n" +
-	"\x05parts\x18\a \x03(\v2\x13.sluice.v1.DecisionR\x05parts\"t\n" +
+	"\x05parts\x18\a \x03(\v2\x13.sluice.v1.DecisionR\x05parts\x12\x1b\n" +
+	"\tfail_open\x18\b \x01(\bR\bfailOpen\"t\n" +
 	"\bForecast\x12#\n" +
 	"\rspendable_now\x18\x01 \x01(\x03R\fspendableNow\x12*\n" +
 	"\x11next_replenish_at\x18\x02 \x01(\x03R\x0fnextReplenishAt\x12\x17\n" +
