@@ -32,6 +32,11 @@
 // only the gate answers one with 429. cost defaults to 1; now (epoch ms) is refused unless the
 // server allows client time. Reset takes no now: forgetting a key does not depend on time.
 //
+// When the store cannot answer in time, a check is decided by its policy's fail mode. Fail open,
+// the decision adds "failOpen":true (its numbers are zero: no limit was consulted), the answer
+// carries the header Sluice-Fail-Mode: open, and the gate sends no RateLimit fields. Fail closed,
+// the answer is 503 unavailable with "failMode":"closed" in its body and Sluice-Fail-Mode: closed.
+//
 // Bodies are read strictly: unknown, repeated, null or differently cased members, trailing data,
 // bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400. Errors are
 // {"error","code"}: invalid_argument and too_large 400, unauthorized 401, not_found 404,
@@ -96,7 +101,15 @@ const (
 type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// FailMode is "closed" on a 503 of a check that its policy's fail mode refused because the
+	// store could not answer (server.FailedClosed); empty otherwise.
+	FailMode string `json:"failMode,omitempty"`
 }
+
+// FailModeHeader names the response header that marks a check decided by its policy's fail mode,
+// because the store could not answer: "open" on an allowed decision that consulted no limit,
+// "closed" on the 503 of a refused one.
+const FailModeHeader = "Sluice-Fail-Mode"
 
 type api struct {
 	srv     *server.Server
@@ -196,7 +209,22 @@ func statusOf(err error) (int, string, string) {
 
 func writeError(w http.ResponseWriter, err error) {
 	status, code, msg := statusOf(err)
-	writeJSON(w, status, ErrorBody{Error: msg, Code: code})
+	body := ErrorBody{Error: msg, Code: code}
+	if server.FailedClosed(err) {
+		body.FailMode = "closed"
+		w.Header().Set(FailModeHeader, "closed")
+	}
+	writeJSON(w, status, body)
+}
+
+// markFailOpen sets FailModeHeader when any of ds was decided by the fail mode.
+func markFailOpen(w http.ResponseWriter, ds ...sluice.Decision) {
+	for _, d := range ds {
+		if d.FailOpen {
+			w.Header().Set(FailModeHeader, "open")
+			return
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -259,7 +287,7 @@ func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // decision is a sluice.Decision on the wire: deniedBy and parts only for a decision with parts,
-// so that a single limit answers just the five numbers.
+// so that a single limit answers just the five numbers, and failOpen only when set.
 type decision struct {
 	Allowed      bool       `json:"allowed"`
 	Limit        int64      `json:"limit"`
@@ -268,10 +296,11 @@ type decision struct {
 	RetryAfterMs int64      `json:"retryAfterMs"`
 	DeniedBy     *int       `json:"deniedBy,omitempty"`
 	Parts        []decision `json:"parts,omitempty"`
+	FailOpen     bool       `json:"failOpen,omitempty"`
 }
 
 func wire(d sluice.Decision) decision {
-	out := decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}
+	out := decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs, FailOpen: d.FailOpen}
 	if len(d.Parts) > 0 {
 		by := d.DeniedBy
 		out.DeniedBy = &by
@@ -299,6 +328,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	markFailOpen(w, d)
 	writeJSON(w, http.StatusOK, wire(d))
 }
 
@@ -326,6 +356,7 @@ func (a *api) checkMany(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	markFailOpen(w, ds...)
 	writeJSON(w, http.StatusOK, struct {
 		Decisions []decision `json:"decisions"`
 	}{wireAll(ds)})
@@ -347,11 +378,13 @@ func (a *api) checkAll(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	markFailOpen(w, d)
 	writeJSON(w, http.StatusOK, struct {
 		Allowed   bool       `json:"allowed"`
 		DeniedBy  int        `json:"deniedBy"`
 		Decisions []decision `json:"decisions"`
-	}{d.Allowed, d.DeniedBy, wireAll(d.Parts)})
+		FailOpen  bool       `json:"failOpen,omitempty"`
+	}{d.Allowed, d.DeniedBy, wireAll(d.Parts), d.FailOpen})
 }
 
 func (a *api) peek(w http.ResponseWriter, r *http.Request) {
@@ -470,7 +503,8 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 }
 
 // gate answers a forward-auth subrequest: 200 lets the request through, 429 turns it away, and
-// both carry the RateLimit fields for the proxy to copy to the client.
+// both carry the RateLimit fields for the proxy to copy to the client. A fail-open 200 carries
+// Sluice-Fail-Mode: open instead: no limit was consulted, so there is nothing to report of one.
 func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 	policy := r.PathValue("policy")
 	q := r.URL.Query()
@@ -515,7 +549,9 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 	if now != 0 {
 		at = time.UnixMilli(now)
 	}
-	if p, ok := a.srv.Limiter().Policy(policy); ok {
+	if d.FailOpen {
+		markFailOpen(w, d)
+	} else if p, ok := a.srv.Limiter().Policy(policy); ok {
 		header.Set(w.Header(), p, d, at)
 	} else if !d.Allowed { // reloaded away since the check: its shape is gone, its verdict stands
 		w.Header().Set("Retry-After", header.RetryAfter(d))

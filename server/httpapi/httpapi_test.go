@@ -538,7 +538,7 @@ func TestGateHeaders(t *testing.T) {
 			if r.status != tt.status {
 				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.body)
 			}
-			for _, name := range []string{"Ratelimit-Policy", "Ratelimit", "Retry-After"} {
+			for _, name := range []string{"Ratelimit-Policy", "Ratelimit", "Retry-After", "Sluice-Fail-Mode"} {
 				if got, want := r.header.Values(name), tt.want.Values(name); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: %q, want %q", name, got, want)
 				}
@@ -671,33 +671,65 @@ policies:
 		name, method, path, body string
 		status                   int
 		code                     string
+		failMode                 string // failMode of the body and Sluice-Fail-Mode
 	}{
-		{"check, fail closed", "POST", "/v1/check", `{"policy":"closed","key":"k"}`, 503, "unavailable"},
-		{"check-many, fail closed", "POST", "/v1/check-many", `{"policy":"closed","keys":["k"]}`, 503, "unavailable"},
-		{"check-all, one fails closed", "POST", "/v1/check-all", `{"items":[{"policy":"open","key":"k"},{"policy":"closed","key":"k"}]}`, 503, "unavailable"},
-		{"gate, fail closed", "GET", "/v1/gate/closed?key=k", "", 503, "unavailable"},
-		{"peek, whatever the mode", "POST", "/v1/peek", `{"policy":"open","key":"k"}`, 503, "unavailable"},
-		{"forecast", "POST", "/v1/forecast", `{"policy":"open","key":"k"}`, 503, "unavailable"},
-		{"refund", "POST", "/v1/refund", `{"policy":"open","key":"k"}`, 503, "unavailable"},
-		{"reset", "POST", "/v1/reset", `{"policy":"open","key":"k"}`, 503, "unavailable"},
+		{"check, fail closed", "POST", "/v1/check", `{"policy":"closed","key":"k"}`, 503, "unavailable", "closed"},
+		{"check-many, fail closed", "POST", "/v1/check-many", `{"policy":"closed","keys":["k"]}`, 503, "unavailable", "closed"},
+		{"check-all, one fails closed", "POST", "/v1/check-all", `{"items":[{"policy":"open","key":"k"},{"policy":"closed","key":"k"}]}`, 503, "unavailable", "closed"},
+		{"gate, fail closed", "GET", "/v1/gate/closed?key=k", "", 503, "unavailable", "closed"},
+		{"peek, whatever the mode", "POST", "/v1/peek", `{"policy":"open","key":"k"}`, 503, "unavailable", ""},
+		{"forecast", "POST", "/v1/forecast", `{"policy":"open","key":"k"}`, 503, "unavailable", ""},
+		{"refund", "POST", "/v1/refund", `{"policy":"open","key":"k"}`, 503, "unavailable", ""},
+		{"reset", "POST", "/v1/reset", `{"policy":"open","key":"k"}`, 503, "unavailable", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantError(t, e.do(tt.method, tt.path, tt.body), tt.status, tt.code, "store unavailable")
+			r := e.do(tt.method, tt.path, tt.body)
+			wantError(t, r, tt.status, tt.code, "store unavailable")
+			var body httpapi.ErrorBody
+			decode(t, r.body, &body)
+			if body.FailMode != tt.failMode || r.header.Get("Sluice-Fail-Mode") != tt.failMode {
+				t.Errorf("failMode %q, Sluice-Fail-Mode %q; want %q", body.FailMode, r.header.Get("Sluice-Fail-Mode"), tt.failMode)
+			}
 		})
 	}
-	t.Run("check, fail open", func(t *testing.T) {
-		r := e.post("/v1/check", `{"policy":"open","key":"k"}`)
-		if r.status != 200 {
-			t.Fatalf("%d %s", r.status, r.body)
-		}
-		sameJSON(t, r.body, `{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0}`)
-	})
+	open := []struct {
+		name, path, body, want string
+	}{
+		{"check, fail open", "/v1/check", `{"policy":"open","key":"k"}`,
+			`{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true}`},
+		{"check-many, fail open", "/v1/check-many", `{"policy":"open","keys":["a","b"]}`,
+			`{"decisions":[{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true},
+				{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true}]}`},
+		{"check-all, fail open", "/v1/check-all", `{"items":[{"policy":"open","key":"a"},{"policy":"open","key":"b"}]}`,
+			`{"allowed":true,"deniedBy":-1,"failOpen":true,"decisions":[
+				{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true},
+				{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true}]}`},
+	}
+	for _, tt := range open {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.post(tt.path, tt.body)
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			sameJSON(t, r.body, tt.want)
+			if got := r.header.Get("Sluice-Fail-Mode"); got != "open" {
+				t.Errorf("Sluice-Fail-Mode %q, want open", got)
+			}
+		})
+	}
 	t.Run("gate, fail open", func(t *testing.T) {
 		r := e.do("GET", "/v1/gate/open?key=k", "")
-		if r.status != 200 || r.header.Get("RateLimit-Policy") != `"open";q=10;w=1` || r.header.Get("RateLimit") != "" {
-			t.Errorf("%d %v, want 200 with RateLimit-Policy only", r.status, r.header)
+		if r.status != 200 || r.header.Get("Sluice-Fail-Mode") != "open" {
+			t.Errorf("%d %v, want 200 with Sluice-Fail-Mode: open", r.status, r.header)
 		}
+		// No limit was consulted: nothing to say of one, least of all that none remains.
+		for _, name := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+			if v := r.header.Values(name); v != nil {
+				t.Errorf("%s: %q on a fail-open answer", name, v)
+			}
+		}
+		sameJSON(t, r.body, `{"allowed":true,"limit":0,"remaining":0,"resetAt":0,"retryAfterMs":0,"failOpen":true}`)
 	})
 	t.Run("readyz", func(t *testing.T) {
 		if r := e.do("GET", "/readyz", ""); r.status != 503 || string(r.body) != "not ready" {
