@@ -5,6 +5,10 @@
 // INVALID_ARGUMENT (with a google.rpc.BadRequest detail naming the field), an unknown policy
 // NOT_FOUND, a store that cannot answer under a fail-closed policy UNAVAILABLE, anything else
 // INTERNAL.
+//
+// When the store cannot answer in time, a check is decided by its policy's fail mode: fail open,
+// the decision has fail_open set (and every number zero); fail closed, the call is UNAVAILABLE.
+// Either way the response header metadata carries sluice-fail-mode: open or closed.
 package grpcapi
 
 import (
@@ -16,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -43,11 +48,39 @@ type service struct {
 	srv *server.Server
 }
 
+// FailModeKey is the response header metadata key that marks a check decided by its policy's fail
+// mode because the store could not answer: "open" or "closed".
+const FailModeKey = "sluice-fail-mode"
+
+// failMode sets FailModeKey to mode; the header is best effort, the decision or status says it too.
+func failMode(ctx context.Context, mode string) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(FailModeKey, mode))
+}
+
+// checkStatus is Status for the checks, which mark a fail-closed refusal.
+func checkStatus(ctx context.Context, err error) error {
+	if server.FailedClosed(err) {
+		failMode(ctx, "closed")
+	}
+	return Status(err)
+}
+
+// markOpen marks the call when any of ds was decided by the fail mode.
+func markOpen(ctx context.Context, ds ...sluice.Decision) {
+	for _, d := range ds {
+		if d.FailOpen {
+			failMode(ctx, "open")
+			return
+		}
+	}
+}
+
 func (s *service) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluicev1.Decision, error) {
 	d, err := s.srv.Check(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost()))
 	if err != nil {
-		return nil, Status(err)
+		return nil, checkStatus(ctx, err)
 	}
+	markOpen(ctx, d)
 	out := new(sluicev1.Decision)
 	fill(out, d)
 	return out, nil
@@ -60,8 +93,9 @@ func (s *service) CheckMany(ctx context.Context, req *sluicev1.CheckManyRequest)
 	}
 	ds, err := s.srv.CheckMany(ctx, req.GetNow(), req.GetPolicy(), keys, cost(req.GetCost()))
 	if err != nil {
-		return nil, Status(err)
+		return nil, checkStatus(ctx, err)
 	}
+	markOpen(ctx, ds...)
 	// One allocation for all the messages: batches are the path that must be cheap per check.
 	msgs := make([]sluicev1.Decision, len(ds))
 	out := &sluicev1.CheckManyResponse{Decisions: make([]*sluicev1.Decision, len(ds))}
@@ -83,8 +117,9 @@ func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (
 	}
 	d, err := s.srv.CheckAll(ctx, req.GetNow(), items)
 	if err != nil {
-		return nil, Status(err)
+		return nil, checkStatus(ctx, err)
 	}
+	markOpen(ctx, d)
 	out := new(sluicev1.Decision)
 	fill(out, d)
 	return out, nil
@@ -146,6 +181,7 @@ func fill(m *sluicev1.Decision, d sluice.Decision) {
 	m.ResetAt = d.ResetAt
 	m.RetryAfterMs = d.RetryAfterMs
 	m.DeniedBy = int32(d.DeniedBy) // an index among at most MaxBatch items or a policy's limits
+	m.FailOpen = d.FailOpen
 	if len(d.Parts) == 0 {
 		return
 	}
