@@ -69,6 +69,11 @@
 // draft-ietf-httpapi-ratelimit-headers for the enforced limits, RateLimit-Policy: "name";q=…;w=…
 // and RateLimit: "name";r=…;t=…, and Retry-After (seconds) when over limit.
 //
+// When the store cannot answer in time and the fail mode of every policy involved is open, the
+// request is OK and response_headers_to_add carries sluice-fail-mode: open instead; the statuses
+// of the descriptors so allowed carry no current_limit, limit_remaining or duration_until_reset
+// and no RateLimit fields are added for them, since no limit was consulted.
+//
 // # Policies
 //
 // The rate_limit blocks generate one fixed-window policy per (unit, requests_per_unit), named

@@ -25,6 +25,11 @@ import (
 // MaxDescriptors is the most descriptors one request may carry.
 const MaxDescriptors = 1000
 
+// FailModeHeader is the response header added when the store could not answer and the fail mode
+// of the policies let the request through: sluice-fail-mode: open. A fail-closed policy makes the
+// call UNAVAILABLE instead, which Envoy treats per its failure_mode_deny.
+const FailModeHeader = "sluice-fail-mode"
+
 // Service answers envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit from Rules, deciding
 // through a server.Server. It is safe for concurrent use; SetRules swaps the rules while it serves.
 type Service struct {
@@ -329,6 +334,7 @@ func (s *Service) response(slots []slot, denied bool) *rlsv3.RateLimitResponse {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	var hdr headers
+	failOpen := false // an enforced check was allowed by its fail mode
 	for i := range slots {
 		sl := &slots[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
@@ -342,6 +348,12 @@ func (s *Service) response(slots []slot, denied bool) *rlsv3.RateLimitResponse {
 		}
 		if sl.denied && !sl.rule.shadow && sl.kind != kRefund {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if sl.d.FailOpen {
+			// No limit was consulted: report none, neither in the headers nor in current_limit,
+			// from which Envoy's own x-ratelimit headers would claim nothing remains.
+			failOpen = failOpen || !sl.rule.shadow
+			continue
 		}
 		var q, windowMs, remaining, resetMs, retryMs int64
 		if sl.kind == kDenyAll {
@@ -369,6 +381,9 @@ func (s *Service) response(slots []slot, denied bool) *rlsv3.RateLimitResponse {
 		}
 	}
 	resp.ResponseHeadersToAdd = hdr.fields(denied)
+	if failOpen {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: FailModeHeader, Value: "open"})
+	}
 	return resp
 }
 

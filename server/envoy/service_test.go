@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store/memory"
@@ -43,12 +44,18 @@ func newEnv(t *testing.T, sluiceConfig string, files ...string) *env {
 	t.Helper()
 	e := &env{}
 	e.clock.Store(t0)
+	store := memory.New(memory.Config{Now: e.clock.Load, SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	return e.start(t, store, sluiceConfig, files...)
+}
+
+// start is newEnv over any store.
+func (e *env) start(t *testing.T, store sluice.Store, sluiceConfig string, files ...string) *env {
+	t.Helper()
 	cfg, err := config.Parse([]byte(sluiceConfig))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	store := memory.New(memory.Config{Now: e.clock.Load, SweepInterval: -1})
-	t.Cleanup(func() { store.Close() })
 	e.srv, err = server.New(cfg, store, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("server: %v", err)
