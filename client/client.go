@@ -5,6 +5,10 @@
 //
 // A Client reuses connections, bounds every call by a deadline, and lets the caller choose what an
 // unreachable or failing service means: deny (fail closed, the default) or allow (fail open).
+//
+// A decision the server's fail mode allowed because its store could not answer has FailOpen set,
+// as has one the Client's own FailOpen allowed: either way no limit was consulted. A check the
+// server's fail-closed policy refused is an *Error with FailMode "closed".
 package client
 
 import (
@@ -39,8 +43,8 @@ type Options struct {
 	// value no bound.
 	Timeout time.Duration
 	// FailOpen decides what Check, CheckMany and CheckAll return when the service cannot answer
-	// (unreachable, timed out, or an HTTP 5xx): true, an allowed decision and a nil error; false,
-	// an error matching sluice.ErrUnavailable. Peek, Forecast, Refund and Reset admit nothing, so
+	// (unreachable, timed out, or an HTTP 5xx): true, an allowed decision with FailOpen set and a
+	// nil error; false, an error matching sluice.ErrUnavailable. Peek, Forecast, Refund and Reset admit nothing, so
 	// they always return the error. A call whose context the caller canceled never fails open.
 	FailOpen bool
 	// OnFailure, if set, is told of every failure that FailOpen turned into an allowed decision,
@@ -173,6 +177,7 @@ func (c *Client) CheckAll(ctx context.Context, items ...sluice.Item) (sluice.Dec
 		Allowed   bool              `json:"allowed"`
 		DeniedBy  *int              `json:"deniedBy"`
 		Decisions []sluice.Decision `json:"decisions"`
+		FailOpen  bool              `json:"failOpen"`
 	}
 	err := c.call(ctx, "/v1/check-all", allRequest{Items: orEmpty(items), Now: sluice.NowFrom(ctx)}, &resp)
 	if err == nil && len(resp.Decisions) != len(items) {
@@ -202,6 +207,7 @@ func (c *Client) CheckAll(ctx context.Context, items ...sluice.Item) (sluice.Dec
 	if d.Allowed {
 		d.DeniedBy = -1
 	}
+	d.FailOpen = d.FailOpen || resp.FailOpen
 	return d, nil
 }
 
@@ -270,7 +276,7 @@ func orEmpty[T any](s []T) []T {
 }
 
 // allowed is the decision of a check that failed open: it knows no limit, so Limit is 0.
-func allowed() sluice.Decision { return sluice.Decision{Allowed: true, DeniedBy: -1} }
+func allowed() sluice.Decision { return sluice.Decision{Allowed: true, DeniedBy: -1, FailOpen: true} }
 
 // normalize restores DeniedBy -1 on allowed decisions, in case a server left the field out.
 func normalize(d *sluice.Decision) {
@@ -352,7 +358,10 @@ type Error struct {
 	Code string
 	// Message is the server's message, or the transport's.
 	Message string
-	err     error
+	// FailMode is "closed" when the server refused a check because its store could not answer and
+	// the policy fails closed (a 503 whose body says "failMode":"closed"); "" otherwise.
+	FailMode string
+	err      error
 }
 
 func (e *Error) Error() string {
@@ -376,8 +385,9 @@ func (e *Error) Unwrap() []error {
 // errorFrom maps a non-2xx answer to the root errors, by its code, falling back to its status.
 func errorFrom(path string, resp *http.Response) error {
 	var body struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
+		Error    string `json:"error"`
+		Code     string `json:"code"`
+		FailMode string `json:"failMode"`
 	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(raw, &body) != nil || body.Error == "" {
@@ -388,7 +398,7 @@ func errorFrom(path string, resp *http.Response) error {
 	if code == "" {
 		code = codeOf(resp.StatusCode)
 	}
-	e := &Error{Path: path, Status: resp.StatusCode, Code: code, Message: body.Error}
+	e := &Error{Path: path, Status: resp.StatusCode, Code: code, Message: body.Error, FailMode: body.FailMode}
 	switch {
 	case code == "invalid_argument", resp.StatusCode == http.StatusBadRequest:
 		// Every 400 is bad input, too_large included: nothing changed, and retrying is useless.

@@ -269,13 +269,13 @@ func TestFailOpenAndClosed(t *testing.T) {
 		open any // the answer when failing open; nil: never fails open
 	}{
 		{"Check", func(c *client.Client) (any, error) { return c.Check(context.Background(), "api", "k", 1) },
-			sluice.Decision{Allowed: true, DeniedBy: -1}},
+			sluice.Decision{Allowed: true, DeniedBy: -1, FailOpen: true}},
 		{"CheckMany", func(c *client.Client) (any, error) {
 			return c.CheckMany(context.Background(), "api", []string{"a", "b"}, 1)
-		}, []sluice.Decision{{Allowed: true, DeniedBy: -1}, {Allowed: true, DeniedBy: -1}}},
+		}, []sluice.Decision{{Allowed: true, DeniedBy: -1, FailOpen: true}, {Allowed: true, DeniedBy: -1, FailOpen: true}}},
 		{"CheckAll", func(c *client.Client) (any, error) {
 			return c.CheckAll(context.Background(), sluice.Item{Policy: "api", Key: "a", Cost: 1}, sluice.Item{Policy: "api", Key: "b", Cost: 1})
-		}, sluice.Decision{Allowed: true, DeniedBy: -1, Parts: []sluice.Decision{{Allowed: true, DeniedBy: -1}, {Allowed: true, DeniedBy: -1}}}},
+		}, sluice.Decision{Allowed: true, DeniedBy: -1, FailOpen: true, Parts: []sluice.Decision{{Allowed: true, DeniedBy: -1, FailOpen: true}, {Allowed: true, DeniedBy: -1, FailOpen: true}}}},
 		{"Peek", func(c *client.Client) (any, error) { return c.Peek(context.Background(), "api", "k") }, nil},
 		{"Forecast", func(c *client.Client) (any, error) { return c.Forecast(context.Background(), "api", "k", 1) }, nil},
 		{"Settle", func(c *client.Client) (any, error) { return nil, c.Settle(context.Background(), "api", "k", 2, 1) }, nil},
