@@ -6,6 +6,11 @@
 // answered 429 Too Many Requests with Retry-After and an RFC 9457 application/problem+json body,
 // and never reaches the handler.
 //
+// A decision with FailOpen set (a sluice server's fail mode allowed it because its store could not
+// answer, or a client.Client's own FailOpen did) consulted no limit: the request goes through with
+// the header Sluice-Fail-Mode: open and no RateLimit fields. A check that fails with
+// sluice.ErrUnavailable is answered 503 by DefaultOnError, with Sluice-Fail-Mode: closed.
+//
 // The gRPC interceptor is in package grpcmw, so that net/http users do not import gRPC.
 package middleware
 
@@ -31,6 +36,10 @@ type Checker interface {
 type PolicySource interface {
 	Policy(name string) (*sluice.Policy, bool)
 }
+
+// FailModeHeader names the response header that says a request was let through (open) or turned
+// away (closed) without a limit consulted, because the limiter could not answer.
+const FailModeHeader = "Sluice-Fail-Mode"
 
 // ErrNoKey means a request carries nothing to key it by: no usable client address, or no value in
 // the header KeyByHeader reads. The default OnError answers it 400.
@@ -86,6 +95,12 @@ func Limit(next http.Handler, opts Options) http.Handler {
 		d, err := opts.Checker.Check(r.Context(), opts.Policy, key, cost)
 		if err != nil {
 			opts.OnError(w, r, err)
+			return
+		}
+		if d.FailOpen && d.Allowed {
+			// No limit was consulted: there is nothing to report of one, least of all r=0.
+			w.Header().Set(FailModeHeader, "open")
+			next.ServeHTTP(w, r)
 			return
 		}
 		now := time.Now()
@@ -144,8 +159,8 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 }
 
 // DefaultOnError answers a failed check with a problem+json body: 400 for ErrNoKey (the request
-// lacks what identifies it), 503 with Retry-After 1 when the limiter is unavailable (the check may
-// pass soon), and 500 for anything else, bad input and unknown policy included (the server's
+// lacks what identifies it), 503 with Retry-After 1 and Sluice-Fail-Mode: closed when the limiter
+// is unavailable (the check may pass soon), and 500 for anything else, bad input and unknown policy included (the server's
 // configuration is at fault, not the request). The body never carries err's text, which may
 // describe the deployment.
 func DefaultOnError(w http.ResponseWriter, r *http.Request, err error) {
@@ -156,6 +171,7 @@ func DefaultOnError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, sluice.ErrUnavailable):
 		p.Status, p.Detail = http.StatusServiceUnavailable, "the rate limiter is unavailable"
 		w.Header().Set("Retry-After", "1")
+		w.Header().Set(FailModeHeader, "closed")
 	default:
 		p.Status, p.Detail = http.StatusInternalServerError, "the rate limit could not be checked"
 	}

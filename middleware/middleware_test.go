@@ -66,7 +66,8 @@ func get(h http.Handler, addr string, now int64, header ...string) *httptest.Res
 type wantResponse struct {
 	status                        int
 	rateLimit, policy, retryAfter string
-	problemRetryMs                int64 // checked on 429
+	failMode                      string // Sluice-Fail-Mode
+	problemRetryMs                int64  // checked on 429
 	reachedHandler                bool
 }
 
@@ -77,6 +78,7 @@ func checkResponse(t *testing.T, w *httptest.ResponseRecorder, want wantResponse
 	}
 	for _, f := range []struct{ name, want string }{
 		{"RateLimit", want.rateLimit}, {"RateLimit-Policy", want.policy}, {"Retry-After", want.retryAfter},
+		{"Sluice-Fail-Mode", want.failMode},
 	} {
 		if got := w.Header().Get(f.name); got != f.want {
 			t.Errorf("%s: %q, want %q", f.name, got, f.want)
@@ -191,23 +193,25 @@ func TestOnError(t *testing.T) {
 		header     []string
 		wantStatus int
 		wantRetry  string
+		wantMode   string // Sluice-Fail-Mode
 	}{
-		{"unknown policy", middleware.Options{Checker: lim, Policy: "nope"}, nil, 500, ""},
-		{"bad cost", middleware.Options{Checker: lim, Policy: "api", Cost: func(*http.Request) int64 { return 0 }}, nil, 500, ""},
-		{"cost above the ceiling", middleware.Options{Checker: lim, Policy: "api", Cost: func(*http.Request) int64 { return 3 }}, nil, 500, ""},
-		{"unavailable", middleware.Options{Checker: stub{fmt.Errorf("store: %w", sluice.ErrUnavailable)}, Policy: "api"}, nil, 503, "1"},
-		{"anything else", middleware.Options{Checker: stub{errors.New("boom")}, Policy: "api"}, nil, 500, ""},
-		{"no key header", middleware.Options{Checker: lim, Policy: "api", Key: middleware.KeyByHeader("X-Api-Key")}, nil, 400, ""},
+		{"unknown policy", middleware.Options{Checker: lim, Policy: "nope"}, nil, 500, "", ""},
+		{"bad cost", middleware.Options{Checker: lim, Policy: "api", Cost: func(*http.Request) int64 { return 0 }}, nil, 500, "", ""},
+		{"cost above the ceiling", middleware.Options{Checker: lim, Policy: "api", Cost: func(*http.Request) int64 { return 3 }}, nil, 500, "", ""},
+		{"unavailable", middleware.Options{Checker: stub{fmt.Errorf("store: %w", sluice.ErrUnavailable)}, Policy: "api"}, nil, 503, "1", "closed"},
+		{"anything else", middleware.Options{Checker: stub{errors.New("boom")}, Policy: "api"}, nil, 500, "", ""},
+		{"no key header", middleware.Options{Checker: lim, Policy: "api", Key: middleware.KeyByHeader("X-Api-Key")}, nil, 400, "", ""},
 		{"custom", middleware.Options{Checker: stub{sluice.ErrUnavailable}, Policy: "api", OnError: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.WriteHeader(http.StatusTeapot)
-		}}, nil, http.StatusTeapot, ""},
+		}}, nil, http.StatusTeapot, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			next := &ok{}
 			w := get(middleware.Limit(next, tt.opts), "192.0.2.1:1", t0, tt.header...)
-			if w.Code != tt.wantStatus || w.Header().Get("Retry-After") != tt.wantRetry {
-				t.Errorf("status %d, Retry-After %q; want %d, %q", w.Code, w.Header().Get("Retry-After"), tt.wantStatus, tt.wantRetry)
+			if w.Code != tt.wantStatus || w.Header().Get("Retry-After") != tt.wantRetry || w.Header().Get("Sluice-Fail-Mode") != tt.wantMode {
+				t.Errorf("status %d, Retry-After %q, Sluice-Fail-Mode %q; want %d, %q, %q", w.Code, w.Header().Get("Retry-After"),
+					w.Header().Get("Sluice-Fail-Mode"), tt.wantStatus, tt.wantRetry, tt.wantMode)
 			}
 			if next.n.Load() != 0 {
 				t.Error("the request reached the handler")
@@ -222,6 +226,39 @@ func TestOnError(t *testing.T) {
 				if strings.Contains(w.Body.String(), "boom") || strings.Contains(w.Body.String(), "store:") {
 					t.Errorf("body %s tells the error's text", w.Body)
 				}
+			}
+		})
+	}
+}
+
+// failOpen answers every check as a sluice server does when its store cannot answer and the policy
+// fails open; it knows the policy's shape, as a Limiter does.
+type failOpen struct{}
+
+func (failOpen) Check(context.Context, string, string, int64) (sluice.Decision, error) {
+	return sluice.Decision{Allowed: true, DeniedBy: -1, FailOpen: true}, nil
+}
+
+func (failOpen) Policy(name string) (*sluice.Policy, bool) { return apiPolicy, name == "api" }
+
+// TestFailOpenDecision checks that a decision no limit was consulted for lets the request through,
+// says so, and claims no limit, whatever the middleware knows of the policy.
+func TestFailOpenDecision(t *testing.T) {
+	tests := []struct {
+		name string
+		opts middleware.Options
+	}{
+		{"policy known", middleware.Options{Checker: failOpen{}, Policy: "api"}},
+		{"window given", middleware.Options{Checker: failOpen{}, Policy: "api", Window: time.Minute}},
+		{"policy unknown", middleware.Options{Checker: failOpen{}, Policy: "other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := &ok{}
+			w := get(middleware.Limit(next, tt.opts), "192.0.2.1:1", t0)
+			checkResponse(t, w, wantResponse{status: 200, failMode: "open"})
+			if next.n.Load() != 1 {
+				t.Error("the request did not reach the handler")
 			}
 		})
 	}
@@ -294,8 +331,8 @@ func TestWithClient(t *testing.T) {
 			{status: 200, rateLimit: `"api";r=0;t=2`, policy: `"api";q=2`},
 			{status: 429, rateLimit: `"api";r=0;t=2`, policy: `"api";q=2`, retryAfter: "1", problemRetryMs: 1000},
 		}},
-		{"service down, fail closed", down.URL, false, time.Minute, []wantResponse{{status: 503, retryAfter: "1"}}},
-		{"service down, fail open", down.URL, true, time.Minute, []wantResponse{{status: 200}}},
+		{"service down, fail closed", down.URL, false, time.Minute, []wantResponse{{status: 503, retryAfter: "1", failMode: "closed"}}},
+		{"service down, fail open", down.URL, true, time.Minute, []wantResponse{{status: 200, failMode: "open"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

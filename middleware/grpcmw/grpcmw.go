@@ -2,6 +2,10 @@
 // denied call RESOURCE_EXHAUSTED with a google.rpc.RetryInfo detail, so that clients (and gRPC's
 // own retry policies) know when to try again. It is apart from package middleware so that net/http
 // users do not import gRPC.
+//
+// A call let through without a limit consulted (a decision with FailOpen set, or a failed check
+// that OnError let through) carries the response header metadata sluice-fail-mode: open; a call
+// refused because the limiter was unavailable carries sluice-fail-mode: closed.
 package grpcmw
 
 import (
@@ -12,12 +16,22 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/middleware"
 )
+
+// FailModeKey is the response header metadata key that says a call was let through ("open") or
+// turned away ("closed") without a limit consulted, because the limiter could not answer.
+const FailModeKey = "sluice-fail-mode"
+
+// failMode sets FailModeKey on the call's response header; best effort, as the call goes on.
+func failMode(ctx context.Context, mode string) {
+	_ = grpc.SetHeader(ctx, metadata.Pairs(FailModeKey, mode))
+}
 
 // Options configure UnaryServerInterceptor.
 type Options struct {
@@ -48,13 +62,20 @@ func UnaryServerInterceptor(opts Options) grpc.UnaryServerInterceptor {
 		}
 		d, err := opts.Checker.Check(ctx, policy, key, cost)
 		if err != nil {
-			if err := opts.OnError(ctx, info.FullMethod, err); err != nil {
-				return nil, err
+			if refused := opts.OnError(ctx, info.FullMethod, err); refused != nil {
+				if errors.Is(err, sluice.ErrUnavailable) {
+					failMode(ctx, "closed")
+				}
+				return nil, refused
 			}
+			failMode(ctx, "open")
 			return handler(ctx, req)
 		}
 		if !d.Allowed {
 			return nil, Denied(policy, d)
+		}
+		if d.FailOpen {
+			failMode(ctx, "open")
 		}
 		return handler(ctx, req)
 	}

@@ -192,3 +192,45 @@ func TestPanicsWithoutCheckerOrKey(t *testing.T) {
 		})
 	}
 }
+
+// decided answers every check with d.
+type decided struct{ d sluice.Decision }
+
+func (s decided) Check(context.Context, string, string, int64) (sluice.Decision, error) {
+	return s.d, nil
+}
+
+// TestFailModeMetadata checks sluice-fail-mode on calls decided without a limit.
+func TestFailModeMetadata(t *testing.T) {
+	letThrough := func(context.Context, string, error) error { return nil }
+	tests := []struct {
+		name     string
+		opts     grpcmw.Options
+		wantCode codes.Code
+		wantMode string
+	}{
+		{"a real decision", grpcmw.Options{Checker: newLimiter(t)}, codes.OK, ""},
+		{"a fail-open decision", grpcmw.Options{Checker: decided{sluice.Decision{Allowed: true, DeniedBy: -1, FailOpen: true}}}, codes.OK, "open"},
+		{"unavailable, refused", grpcmw.Options{Checker: stub{sluice.ErrUnavailable}}, codes.Unavailable, "closed"},
+		{"unavailable, let through by OnError", grpcmw.Options{Checker: stub{sluice.ErrUnavailable}, OnError: letThrough}, codes.OK, "open"},
+		{"another error, refused", grpcmw.Options{Checker: stub{errors.New("boom")}}, codes.Internal, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Key = byTenant("rpc")
+			hc, _ := serve(t, tt.opts)
+			var md metadata.MD
+			_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+			if status.Code(err) != tt.wantCode {
+				t.Fatalf("%v, want %v", err, tt.wantCode)
+			}
+			var mode string
+			if v := md.Get(grpcmw.FailModeKey); len(v) > 0 {
+				mode = v[0]
+			}
+			if mode != tt.wantMode {
+				t.Errorf("%s %q, want %q", grpcmw.FailModeKey, mode, tt.wantMode)
+			}
+		})
+	}
+}
