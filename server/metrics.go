@@ -12,7 +12,7 @@ type metrics struct {
 	decisions    *prometheus.CounterVec   // policy, outcome: allowed, denied, error
 	latency      *prometheus.HistogramVec // op
 	storeErrors  *prometheus.CounterVec   // kind: error, timeout
-	failDecision *prometheus.CounterVec   // policy, mode: open, closed
+	failDecision *prometheus.CounterVec   // policy, mode: open, closed (policy: a configured or generated name)
 	reloads      *prometheus.CounterVec   // result: ok, error
 	nearCache    *prometheus.CounterVec   // policy: decisions the near cache answered
 }
@@ -31,7 +31,7 @@ func newMetrics(store any) *metrics {
 			Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3},
 		}, []string{"op"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_store_errors_total", Help: "Store calls that failed (error) or ran past storeTimeout (timeout).",
+			Name: "sluice_store_errors_total", Help: "Store calls that timed out (timeout: past storeTimeout, or a deadline or timeout error of the store or its batch) or failed otherwise (error).",
 		}, []string{"kind"}),
 		failDecision: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_fail_mode_decisions_total", Help: "Decisions made by a policy's fail mode because the store could not answer.",
