@@ -3,9 +3,12 @@
 // own group, in arrival order, at one instant, exactly as the same checks sent one by one in that
 // order would be decided.
 //
-// The first check to find no open batch leads one: it runs at once when a slot is free (a lone
-// caller never waits for company), and otherwise waits for one while later checks join its batch.
-// Only checks with the same explicit now (or 0) and the same number of limits share a batch.
+// Keys map to lanes, and a lane has at most one call in flight. The first check to find no open
+// batch in its lane leads one: it runs at once when the lane is free (a lone caller never waits
+// for company), and otherwise waits for the lane while later checks of the lane join its batch.
+// So concurrent checks of a hot key never race each other to the store, where they would queue
+// on one row lock or one slot: they reach it together, as one call, one call after another. Only
+// checks with the same explicit now (or 0) and the same number of limits share a batch.
 //
 // A batch gives up with the first of its callers to give up (its deadline is the earliest of
 // theirs): a check must never be decided after its caller was told it was not, and the checks of
@@ -15,23 +18,45 @@ package batch
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
-// A Batcher groups checks into calls of type C, which run answers with a reply of R. It is safe for
-// concurrent use.
-type Batcher[C, R any] struct {
-	max     int
-	slots   chan struct{} // a token per call running
-	newCall func(now int64, limits int) C
-	add     func(c C, p *sluice.Policy, key string, cost int64) C
-	run     func(ctx context.Context, c C) ([]R, error)
+// Config configures a Batcher of calls of type C, which Run answers with a reply of R.
+type Config[C, R any] struct {
+	// Max is the most checks one call decides. 0 means 32.
+	Max int
+	// Lanes is how many calls may be in flight at once, one per lane. 0 means 1.
+	Lanes int
+	// Lane maps a check's key to its lane, in [0, Lanes). Nil spreads keys over the lanes by a
+	// hash. A store whose calls must stay within a shard (a Redis Cluster slot) maps by shard.
+	Lane func(p *sluice.Policy, key string) int
+	// Slots, when set, bounds the calls in flight across lanes: a call runs while it holds a token
+	// of this buffered channel, which the caller may share with other work that is to count
+	// against the same bound.
+	Slots chan struct{}
+	// NewCall starts a call of checks of limits limits at now; Add appends a check to it.
+	NewCall func(now int64, limits int) C
+	Add     func(c C, p *sluice.Policy, key string, cost int64) C
+	// Run runs a call. It must return once ctx is done, whatever the store does after.
+	Run func(ctx context.Context, c C) ([]R, error)
+}
 
-	mu   sync.Mutex   // guards open and every field of the open batch
-	open *batch[C, R] // the batch new checks join; nil when none waits
+// A Batcher groups checks into calls. It is safe for concurrent use.
+type Batcher[C, R any] struct {
+	cfg   Config[C, R]
+	seed  maphash.Seed
+	lanes []lane[C, R]
+
+	mu sync.Mutex // guards every lane's open batch and every field of an open batch
+}
+
+type lane[C, R any] struct {
+	turn chan struct{} // a token while a call of the lane runs
+	open *batch[C, R]  // the batch new checks of the lane join; nil when none waits
 }
 
 type batch[C, R any] struct {
@@ -45,13 +70,26 @@ type batch[C, R any] struct {
 	err      error
 }
 
-// New returns a Batcher of at most max checks a call. A call runs while it holds a token of slots
-// (a buffered channel: its capacity is how many calls run at once), which the caller may share
-// with other work that is to count against the same bound. newCall starts a call of checks of
-// limits limits at now, add appends a check to it, and run runs it.
-func New[C, R any](max int, slots chan struct{}, newCall func(now int64, limits int) C,
-	add func(c C, p *sluice.Policy, key string, cost int64) C, run func(ctx context.Context, c C) ([]R, error)) *Batcher[C, R] {
-	return &Batcher[C, R]{max: max, slots: slots, newCall: newCall, add: add, run: run}
+// New returns a Batcher.
+func New[C, R any](cfg Config[C, R]) *Batcher[C, R] {
+	if cfg.Max <= 0 {
+		cfg.Max = 32
+	}
+	b := &Batcher[C, R]{cfg: cfg, seed: maphash.MakeSeed(), lanes: make([]lane[C, R], max(cfg.Lanes, 1))}
+	for i := range b.lanes {
+		b.lanes[i].turn = make(chan struct{}, 1)
+	}
+	return b
+}
+
+func (b *Batcher[C, R]) laneOf(p *sluice.Policy, key string) *lane[C, R] {
+	switch {
+	case len(b.lanes) == 1:
+		return &b.lanes[0]
+	case b.cfg.Lane != nil:
+		return &b.lanes[b.cfg.Lane(p, key)]
+	}
+	return &b.lanes[maphash.String(b.seed, key)%uint64(len(b.lanes))]
 }
 
 // Check decides one check in a batch, and returns the reply of its call and the check's index in
@@ -59,60 +97,61 @@ func New[C, R any](max int, slots chan struct{}, newCall func(now int64, limits 
 func (b *Batcher[C, R]) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (reply []R, i int, err error) {
 	n := len(p.Limits())
 	dl, hasDeadline := ctx.Deadline()
+	ln := b.laneOf(p, key)
 	b.mu.Lock()
-	bt := b.open
-	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks == b.max
+	bt := ln.open
+	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks == b.cfg.Max
 	if lead {
-		bt = &batch[C, R]{now: now, limits: n, c: b.newCall(now, n), deadline: dl, done: make(chan struct{})}
-		b.open = bt
+		bt = &batch[C, R]{now: now, limits: n, c: b.cfg.NewCall(now, n), deadline: dl, done: make(chan struct{})}
+		ln.open = bt
 	} else if hasDeadline && (bt.deadline.IsZero() || dl.Before(bt.deadline)) {
 		bt.deadline = dl
 	}
 	i = bt.checks
 	bt.checks++
-	bt.c = b.add(bt.c, p, key, cost)
+	bt.c = b.cfg.Add(bt.c, p, key, cost)
 	b.mu.Unlock()
 
-	if lead {
-		select {
-		case b.slots <- struct{}{}:
-			b.send(bt)
-		case <-ctx.Done():
-			b.mu.Lock()
-			if b.open == bt {
-				b.open = nil
-			}
-			expired := !bt.deadline.IsZero() && !time.Now().Before(bt.deadline)
-			b.mu.Unlock()
-			if expired {
-				// The batch's deadline has passed too: it will never be sent, so its callers need
-				// not wait for a slot to learn that.
-				bt.err = unavailable(context.DeadlineExceeded)
-				close(bt.done)
-			} else {
-				// The checks that joined still need their call.
-				go func() {
-					b.slots <- struct{}{}
-					b.send(bt)
-				}()
-			}
-			return nil, 0, unavailable(ctx.Err())
-		}
-	} else {
+	if !lead {
 		select {
 		case <-bt.done:
+			return bt.reply, i, bt.err
 		case <-ctx.Done():
 			return nil, 0, unavailable(ctx.Err())
 		}
 	}
+	select {
+	case ln.turn <- struct{}{}:
+	case <-ctx.Done():
+		b.mu.Lock()
+		if ln.open == bt {
+			ln.open = nil
+		}
+		expired := !bt.deadline.IsZero() && !time.Now().Before(bt.deadline)
+		b.mu.Unlock()
+		if expired {
+			// The batch's deadline has passed too: it will never be sent, so its callers need
+			// not wait for the lane to learn that.
+			bt.err = unavailable(context.DeadlineExceeded)
+			close(bt.done)
+		} else {
+			// The checks that joined still need their call.
+			go func() {
+				ln.turn <- struct{}{}
+				b.send(ln, bt)
+			}()
+		}
+		return nil, 0, unavailable(ctx.Err())
+	}
+	b.send(ln, bt)
 	return bt.reply, i, bt.err
 }
 
-// send closes bt to newcomers, runs it and releases its slot.
-func (b *Batcher[C, R]) send(bt *batch[C, R]) {
+// send closes bt to newcomers, runs it once it holds a slot, and gives back the lane's turn.
+func (b *Batcher[C, R]) send(ln *lane[C, R], bt *batch[C, R]) {
 	b.mu.Lock()
-	if b.open == bt {
-		b.open = nil
+	if ln.open == bt {
+		ln.open = nil
 	}
 	c, deadline := bt.c, bt.deadline
 	b.mu.Unlock()
@@ -120,16 +159,39 @@ func (b *Batcher[C, R]) send(bt *batch[C, R]) {
 	if !deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
+	bt.err = b.acquire(ctx)
 	// A batch whose deadline has passed is not sent: one of its callers has given up, and its check
 	// must not consume budget after that caller was told it was not decided.
-	if ctx.Err() != nil {
+	if bt.err == nil && ctx.Err() != nil {
 		bt.err = unavailable(ctx.Err())
-	} else {
-		bt.reply, bt.err = b.run(ctx, c)
+		b.release()
+	}
+	if bt.err == nil {
+		bt.reply, bt.err = b.cfg.Run(ctx, c)
+		b.release()
 	}
 	cancel()
-	<-b.slots
+	<-ln.turn
 	close(bt.done)
+}
+
+// acquire takes a slot, when slots are shared, before ctx is done.
+func (b *Batcher[C, R]) acquire(ctx context.Context) error {
+	if b.cfg.Slots == nil {
+		return nil
+	}
+	select {
+	case b.cfg.Slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+}
+
+func (b *Batcher[C, R]) release() {
+	if b.cfg.Slots != nil {
+		<-b.cfg.Slots
+	}
 }
 
 func unavailable(err error) error { return fmt.Errorf("%w: %w", sluice.ErrUnavailable, err) }

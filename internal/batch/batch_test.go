@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,14 +23,34 @@ type fake struct {
 	delay time.Duration
 	runs  atomic.Int64
 	gate  chan struct{} // when set, each run waits for it
+
+	overlaps atomic.Int64 // checks sent while a call holding their key was in flight
+	mu       sync.Mutex   // guards running
+	running  map[string]int
 }
 
-func (f *fake) batcher(max, inFlight int) *batch.Batcher[keys, int] {
-	return batch.New(max, make(chan struct{}, inFlight),
-		func(int64, int) keys { return nil },
-		func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
-		func(ctx context.Context, c keys) ([]int, error) {
+func (f *fake) batcher(max, lanes int) *batch.Batcher[keys, int] {
+	return batch.New(batch.Config[keys, int]{
+		Max:     max,
+		Lanes:   lanes,
+		NewCall: func(int64, int) keys { return nil },
+		Add:     func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
+		Run: func(ctx context.Context, c keys) ([]int, error) {
 			f.runs.Add(1)
+			distinct := map[string]bool{}
+			for _, k := range c {
+				distinct[k] = true
+			}
+			for k := range distinct {
+				if n := f.inFlight(k, 1); n > 1 {
+					f.overlaps.Add(1)
+				}
+			}
+			defer func() {
+				for k := range distinct {
+					f.inFlight(k, -1)
+				}
+			}()
 			if f.gate != nil {
 				select {
 				case <-f.gate:
@@ -43,7 +64,19 @@ func (f *fake) batcher(max, inFlight int) *batch.Batcher[keys, int] {
 				out[i] = i
 			}
 			return out, nil
-		})
+		},
+	})
+}
+
+// inFlight adds d to the calls in flight holding key, and returns the new count.
+func (f *fake) inFlight(key string, d int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running == nil {
+		f.running = map[string]int{}
+	}
+	f.running[key] += d
+	return f.running[key]
 }
 
 func TestConcurrentChecksShareCalls(t *testing.T) {
@@ -64,6 +97,66 @@ func TestConcurrentChecksShareCalls(t *testing.T) {
 	wg.Wait()
 	if runs := f.runs.Load(); runs > 64*20/4 {
 		t.Errorf("%d calls for %d concurrent checks: they did not share calls", runs, 64*20)
+	}
+}
+
+// Checks of one key never reach the store in two calls at once, however many lanes there are;
+// checks of keys in other lanes do not wait for them.
+func TestHotKeyOneCallInFlight(t *testing.T) {
+	f := &fake{delay: time.Millisecond}
+	b := f.batcher(32, 4)
+	var wg sync.WaitGroup
+	for c := range 64 {
+		wg.Go(func() {
+			key := "hot"
+			if c%4 == 0 {
+				key = fmt.Sprint("cold", c)
+			}
+			for range 20 {
+				if _, _, err := b.Check(context.Background(), 0, p, key, 1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := f.overlaps.Load(); n != 0 {
+		t.Errorf("%d calls were sent while another call of the same key was in flight", n)
+	}
+}
+
+// Slots bound the calls in flight across lanes.
+func TestSlotsBoundCallsInFlight(t *testing.T) {
+	var inFlight, most atomic.Int64
+	slots := make(chan struct{}, 2)
+	b := batch.New(batch.Config[keys, int]{
+		Lanes:   8,
+		Slots:   slots,
+		NewCall: func(int64, int) keys { return nil },
+		Add:     func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
+		Run: func(ctx context.Context, c keys) ([]int, error) {
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond)
+			inFlight.Add(-1)
+			return make([]int, len(c)), nil
+		},
+	})
+	var wg sync.WaitGroup
+	for c := range 32 {
+		wg.Go(func() {
+			for range 10 {
+				if _, _, err := b.Check(context.Background(), 0, p, fmt.Sprint("k", c), 1); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d calls in flight at once, want at most 2 (the slots)", m)
 	}
 }
 

@@ -62,8 +62,8 @@ func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, 
 	}
 	slot, lock := slotOf(name, key)
 	var out []int64
-	err := s.retry(ctx, func() error {
-		return noRowsLate(s.pool.QueryRow(ctx, s.sql.leases.admit, slot, lock, textOf(name), textOf(key), textOf(holder), limit, ttlMs, now, giveUpAt(ctx)).Scan(&out))
+	err := s.retry(ctx, func(qctx context.Context) error {
+		return noRowsLate(s.pool.QueryRow(qctx, s.sql.leases.admit, slot, lock, textOf(name), textOf(key), textOf(holder), limit, ttlMs, now, giveUpAt(ctx)).Scan(&out))
 	})
 	if err != nil {
 		return sluice.Admission{}, err
@@ -83,8 +83,8 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) error {
 		return err
 	}
 	slot, _ := slotOf(name, key)
-	return s.retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, s.sql.leases.release, slot, textOf(holder))
+	return s.retry(ctx, func(qctx context.Context) error {
+		_, err := s.pool.Exec(qctx, s.sql.leases.release, slot, textOf(holder))
 		return err
 	})
 }
@@ -99,8 +99,8 @@ func (s *Store) Heartbeat(ctx context.Context, now int64, name, key, holder stri
 	}
 	slot, _ := slotOf(name, key)
 	var held int64
-	err := s.retry(ctx, func() error {
-		tag, err := s.pool.Exec(ctx, s.sql.leases.heartbeat, slot, textOf(holder), now, ttlMs)
+	err := s.retry(ctx, func(qctx context.Context) error {
+		tag, err := s.pool.Exec(qctx, s.sql.leases.heartbeat, slot, textOf(holder), now, ttlMs)
 		held = tag.RowsAffected()
 		return err
 	})

@@ -143,7 +143,8 @@ func TestSlowPostgresIsBounded(t *testing.T) {
 }
 
 // TestGivenUpCheckIsNotDecided batches a check with one whose deadline is later, and has it give up
-// while the batch waits, first for a statement slot (Config.InFlight), then for a row lock: it must
+// while the batch waits, first for its key's lane (a call of the key in flight), then for a row
+// lock: it must
 // return by its own deadline, and once the lock is released the batch must not decide it, its caller
 // having been told sluice.ErrUnavailable.
 func TestGivenUpCheckIsNotDecided(t *testing.T) {
@@ -162,11 +163,11 @@ func TestGivenUpCheckIsNotDecided(t *testing.T) {
 
 	tests := []struct {
 		name string
-		// blockers is the deadline of the inFlight checks that take every statement slot first:
-		// long, they hold them until the lock is released; shorter, they give up and free them
-		// while it is still held. Either way both checks below must join while the slots are
-		// taken, to share a batch, which leaves a slow machine a second to start them.
-		blockers time.Duration
+		// blocker is the deadline of the check that takes the key's lane first: long, it holds
+		// the lane until the lock is released; shorter, it gives up and frees the lane while the
+		// lock is still held. Either way both checks below must join while the lane is taken, to
+		// share a batch, which leaves a slow machine a second to start them.
+		blocker time.Duration
 		gaveUp   time.Duration // the deadline of the check that gives up, shorter than its batch's
 		leads    bool          // the check that gives up comes first and leads the batch
 	}{
@@ -197,11 +198,8 @@ func TestGivenUpCheckIsNotDecided(t *testing.T) {
 				}
 				return err
 			}
-			// One blocker after the other, each in a statement of its own.
-			for n := 1; n <= inFlight; n++ {
-				wg.Go(func() { check(tt.blockers) })
-				waitFor(t, fmt.Sprintf("%d decide statements to wait for the lock", n), 5*time.Second, func() bool { return lockWaits(t, pool) == n })
-			}
+			wg.Go(func() { check(tt.blocker) })
+			waitFor(t, "a decide statement to wait for the lock", 5*time.Second, func() bool { return lockWaits(t, pool) == 1 })
 			gaveUp := make(chan error, 1)
 			var later error
 			order := []func(){func() { later = check(3 * time.Second) }, func() { gaveUp <- check(tt.gaveUp) }}
@@ -210,7 +208,7 @@ func TestGivenUpCheckIsNotDecided(t *testing.T) {
 			}
 			for i, f := range order {
 				if i > 0 {
-					time.Sleep(50 * time.Millisecond) // the first has opened the batch, waiting for a slot
+					time.Sleep(50 * time.Millisecond) // the first has opened the batch, waiting for the lane
 				}
 				wg.Go(f)
 			}

@@ -136,6 +136,7 @@ type Store struct {
 	// given is the latest explicit instant a caller passed, 0 if none: the sweep judges rows idle
 	// at no later instant, so a replay running behind the clock keeps its rows.
 	given atomic.Int64
+	late  atomic.Uint64 // statements that succeeded after their caller's deadline (Late)
 
 	batcher *batch.Batcher[*call, float64] // nil: every Check runs on its own
 	writers chan struct{}                  // a token per writing statement running (Config.InFlight)
@@ -236,10 +237,14 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 	}
 	s.writers = make(chan struct{}, inFlight)
 	if size > 1 {
-		s.batcher = batch.New(size, s.writers,
-			func(now int64, limits int) *call { return newCall(opCheck, now, limits) },
-			func(c *call, p *sluice.Policy, key string, cost int64) *call { c.addPolicy(p, key, cost); return c },
-			s.run)
+		s.batcher = batch.New(batch.Config[*call, float64]{
+			Max:     size,
+			Lanes:   inFlight,
+			Slots:   s.writers,
+			NewCall: func(now int64, limits int) *call { return newCall(opCheck, now, limits) },
+			Add:     func(c *call, p *sluice.Policy, key string, cost int64) *call { c.addPolicy(p, key, cost); return c },
+			Run:     s.run,
+		})
 	}
 	every := orDefault(cfg.SweepInterval, 10*time.Second)
 	if every < 0 {
@@ -327,16 +332,60 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
+// linger is how long a statement may run past its caller's deadline before pgx gives up on it and
+// drops its connection. The caller is answered at its deadline either way (retry); the statement
+// goes on to the end the server gives it, having stopped waiting for locks at giveUpAt, so a
+// timeout costs no connection. A new connection costs a backend's start and the first, planning,
+// run of decide: tens of milliseconds, under load enough to time out the next call in turn. A
+// statement still running after linger is on a server that stopped answering.
+const linger = time.Second
+
 // retry runs f, and runs it again after a serialization failure or a deadlock: both roll the
-// statement back whole.
-func (s *Store) retry(ctx context.Context, f func() error) error {
+// statement back whole. When ctx has a deadline, f runs on a goroutine of its own with a context
+// that ends linger after it, and retry returns once ctx is done (see linger); a statement that
+// then still succeeds is counted in Late.
+func (s *Store) retry(ctx context.Context, f func(qctx context.Context) error) error {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return s.attempts(ctx, ctx, f)
+	}
+	done := make(chan error, 1)
+	go func() {
+		qctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(linger))
+		defer cancel()
+		err := s.attempts(ctx, qctx, f)
+		if err == nil && ctx.Err() != nil {
+			s.late.Add(1)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // an answer that came with the deadline is still the answer
+			return err
+		default:
+			return unavailable(ctx.Err())
+		}
+	}
+}
+
+func (s *Store) attempts(ctx, qctx context.Context, f func(qctx context.Context) error) error {
 	for attempt := 1; ; attempt++ {
-		err := f()
+		err := f(qctx)
 		if err == nil || !retryable(err) || attempt == maxAttempts || ctx.Err() != nil {
 			return s.fail(err)
 		}
 	}
 }
+
+// Late reports how many statements succeeded after their caller was answered, by its deadline,
+// that the store had not answered: for a check, a decision written that its caller never saw. The
+// server stops such a statement waiting for locks before the deadline (giveUpAt), so only one
+// that had its locks and whose answer was slower than the margin can be late.
+func (s *Store) Late() uint64 { return s.late.Load() }
 
 // run decides c in one statement and returns its reply.
 func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
@@ -346,9 +395,9 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 		stmt = s.sql.debit
 	}
 	var out []float64
-	err := s.retry(ctx, func() error {
+	err := s.retry(ctx, func(qctx context.Context) error {
 		args[4] = giveUpAt(ctx)
-		return noRowsLate(s.pool.QueryRow(ctx, stmt, args...).Scan(&out))
+		return noRowsLate(s.pool.QueryRow(qctx, stmt, args...).Scan(&out))
 	})
 	if err != nil {
 		return nil, err
@@ -564,8 +613,9 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	return s.retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, s.sql.reset, p.Name(), textOf(key), len(p.Limits()))
+	return s.retry(ctx, func(qctx context.Context) error {
+		_, err := s.pool.Exec(qctx, s.sql.reset, p.Name(), textOf(key), len(p.Limits()))
 		return err
 	})
 }
+

@@ -82,10 +82,11 @@ type Config struct {
 	// negative value adds nothing.
 	TTLSlack time.Duration
 	// BatchSize is the most concurrent Checks one script run decides (see Check). 0 means 32; 1
-	// sends every Check on its own. A Cluster never batches: its keys live in different slots.
+	// sends every Check on its own. On a Cluster a run holds the checks of one slot.
 	BatchSize int
 	// InFlight is how many runs of batched Checks may be in flight at once before new Checks wait
-	// and batch. 0 means 2.
+	// and batch: keys are spread over InFlight lanes, each with one run in flight, so the Checks
+	// of a hot key batch rather than race. 0 means 2. A Cluster has a lane per slot.
 	InFlight int
 }
 
@@ -134,23 +135,34 @@ func New(client rueidis.Client, cfg Config) *Store {
 	if inFlight <= 0 {
 		inFlight = 2
 	}
-	if size > 1 && !s.cluster {
-		s.batcher = batch.New(size, make(chan struct{}, inFlight),
-			func(now int64, limits int) call {
+	if size > 1 {
+		lanes, laneOf := inFlight, (func(*sluice.Policy, string) int)(nil)
+		if s.cluster {
+			// A script's keys must share a slot: a lane per slot, so a hot key batches as it
+			// does on one Redis, and keys of other slots run beside it.
+			lanes = 16384
+			laneOf = func(p *sluice.Policy, key string) int { return int(slot(s.key(p, key, 0))) }
+		}
+		s.batcher = batch.New(batch.Config[call, int64]{
+			Max:   size,
+			Lanes: lanes,
+			Lane:  laneOf,
+			NewCall: func(now int64, limits int) call {
 				c := newCall(opCheck, now, s.slack, limits)
-				c.ownConn = true
+				c.ownConn = !s.cluster
 				c.keys = make([]string, 0, size*limits) // room for a full batch: no growing
 				c.steps = make([]string, 0, 2*size*limits)
 				return c
 			},
-			func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
-			func(ctx context.Context, c call) ([]int64, error) {
+			Add: func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
+			Run: func(ctx context.Context, c call) ([]int64, error) {
 				v, err := s.run(ctx, c)
 				if err == nil {
 					err = replyLen(v, 5*len(c.keys))
 				}
 				return v, err
-			})
+			},
+		})
 	}
 	return s
 }
