@@ -5,7 +5,7 @@
 //	http: 127.0.0.1:8080           # the HTTP JSON API, the forward-auth gate, /metrics
 //	grpc: 127.0.0.1:8081           # the native gRPC API and Envoy's rate-limit API
 //	failMode: open                 # when the store fails: open (allow) or closed (deny)
-//	storeTimeout: 50ms             # the longest a store call may take
+//	storeTimeout: 100ms            # the longest a store call may take; by default the store's own
 //	policies:
 //	  api:
 //	    strategy: gcra
@@ -50,10 +50,9 @@ import (
 
 // Defaults of the fields a file may leave out.
 const (
-	DefaultStore        = "memory"
-	DefaultHTTP         = "127.0.0.1:8080"
-	DefaultGRPC         = "127.0.0.1:8081"
-	DefaultStoreTimeout = 50 * time.Millisecond
+	DefaultStore = "memory"
+	DefaultHTTP  = "127.0.0.1:8080"
+	DefaultGRPC  = "127.0.0.1:8081"
 )
 
 // FailMode says what a check answers when the store cannot: FailOpen allows, FailClosed denies.
@@ -69,7 +68,8 @@ type Config struct {
 	Store        string
 	HTTP         string
 	GRPC         string
-	FailMode     FailMode
+	FailMode FailMode
+	// StoreTimeout bounds every store call; 0 means the store's own default (package server).
 	StoreTimeout time.Duration
 	// Policies in name order, each built and validated.
 	Policies []Policy
@@ -198,9 +198,8 @@ func Parse(data []byte) (*Config, error) {
 		Store:        or(f.Store, DefaultStore),
 		HTTP:         or(f.HTTP, DefaultHTTP),
 		GRPC:         or(f.GRPC, DefaultGRPC),
-		FailMode:     FailMode(or(f.FailMode, string(FailOpen))),
-		StoreTimeout: DefaultStoreTimeout,
-		Envoy:        f.Envoy,
+		FailMode: FailMode(or(f.FailMode, string(FailOpen))),
+		Envoy:    f.Envoy,
 	}
 	if err := c.check(); err != nil {
 		return nil, err
@@ -248,7 +247,7 @@ func (c *Config) Check() error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	if c.StoreTimeout <= 0 {
+	if c.StoreTimeout < 0 {
 		return fail("storeTimeout", "must be positive, got %v", c.StoreTimeout)
 	}
 	return nil

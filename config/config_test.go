@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustParse(t, tt.yaml)
 			want := &config.Config{Store: "memory", HTTP: "127.0.0.1:8080", GRPC: "127.0.0.1:8081",
-				FailMode: config.FailOpen, StoreTimeout: 50 * time.Millisecond}
+				FailMode: config.FailOpen}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("Parse = %+v, want %+v", c, want)
 			}
@@ -283,7 +283,8 @@ func TestCheck(t *testing.T) {
 		{"bad http flag", func(c *config.Config) { c.HTTP = "localhost" }, "http"},
 		{"bad grpc flag", func(c *config.Config) { c.GRPC = "" }, "grpc"},
 		{"bad fail mode", func(c *config.Config) { c.FailMode = "ajar" }, "failMode"},
-		{"no store timeout", func(c *config.Config) { c.StoreTimeout = 0 }, "storeTimeout"},
+		{"the store's timeout", func(c *config.Config) { c.StoreTimeout = 0 }, ""},
+		{"negative store timeout", func(c *config.Config) { c.StoreTimeout = -time.Second }, "storeTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -397,7 +398,7 @@ policies:
 	_, err = config.Parse([]byte("policies:\n  gpt-4o:\n    limits:\n      - {strategy: tokenBucket, capacity: 1000, refillPerSec: 0}\n"))
 	fmt.Println(err)
 	// Output:
-	// http 127.0.0.1:8080 storeTimeout 50ms
+	// http 127.0.0.1:8080 storeTimeout 0s
 	// api (fail closed): gcra {Limit:100 PeriodMs:60000 Burst:20} per cost;
 	// gpt-4o (fail open): slidingWindow {Limit:2 WindowMs:60000 Buckets:60} per request; tokenBucket {Capacity:1000 RefillPerSec:16.666666666666668} per cost;
 	// config: policies.gpt-4o.limits[0].refillPerSec: must be above 0 and at most 2^53, got 0

@@ -31,7 +31,7 @@ func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	if _, local := g.inner.(*memory.Store); local {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, g.srv.cfg.Load().StoreTimeout)
+	return context.WithTimeout(ctx, g.srv.StoreTimeout())
 }
 
 // failed counts a store failure and reports whether err is one: not bad input, which the store

@@ -44,6 +44,7 @@ type Server struct {
 	guard   *guard
 	metrics *metrics
 	leaser  *lease.Leaser // answers the checks of policies with lease: true; nil over the memory store
+	timeout time.Duration // the store's default timeout, for a config that sets none
 
 	mu    sync.Mutex                  // serializes changes to the policy set, and guards extra
 	extra map[string][]*sluice.Policy // policies front ends add beside the config's, by owner
@@ -65,7 +66,10 @@ type Server struct {
 // Check that carries its own instant (AllowClientTime) goes to the store. Close returns what the
 // leases did not spend.
 func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store)}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store), timeout: DefaultStoreTimeout}
+	if st, ok := store.(interface{ DefaultTimeout() time.Duration }); ok {
+		s.timeout = st.DefaultTimeout()
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -96,6 +100,19 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	return s.leaser.Close(ctx)
+}
+
+// DefaultStoreTimeout bounds the calls of a store that names no default timeout of its own
+// (a DefaultTimeout method), when the config sets none.
+const DefaultStoreTimeout = 100 * time.Millisecond
+
+// StoreTimeout is the bound on every store call in force: the config's storeTimeout, or the
+// store's default (its DefaultTimeout method, measured for it; docs/operations.md).
+func (s *Server) StoreTimeout() time.Duration {
+	if d := s.cfg.Load().StoreTimeout; d > 0 {
+		return d
+	}
+	return s.timeout
 }
 
 // Config returns the configuration in force.

@@ -26,9 +26,9 @@ func newHealth(srv *server.Server) *healthService {
 
 func (h *healthService) refresh(ctx context.Context) {
 	// A probe waits no longer than a check would for the store.
-	if cfg := h.srv.Config(); cfg != nil && cfg.StoreTimeout > 0 {
+	if d := h.srv.StoreTimeout(); d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.StoreTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	st := healthpb.HealthCheckResponse_SERVING
