@@ -28,13 +28,17 @@ var _ sluice.Concurrency = (*Store)(nil)
 
 // luaLeaseHead resolves the instant and defines ms, shared by the lease scripts. ARGV[1] is now
 // (0: the server clock), ARGV[2] the holder, ARGV[3] the limit (Admit), ARGV[4] the TTL, ARGV[5] the
-// slack, all in ms.
+// slack, ARGV[6] the instant to give up (0: none; see luaClock in scripts.go), all in ms. Admit,
+// which takes a slot, gives up: a slot taken for a caller told it failed would stay held until
+// its lease ran out.
 const luaLeaseHead = `
 local key, holder = KEYS[1], ARGV[2]
-local now = tonumber(ARGV[1])
-if now == 0 then
+local now, give_up = tonumber(ARGV[1]), tonumber(ARGV[6])
+if now == 0 or give_up > 0 then
   local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  if give_up > 0 and ms >= give_up then return redis.error_reply('LATE sluice: past the instant to give up') end
+  if now == 0 then now = ms end
 end
 local ttl, slack = tonumber(ARGV[4]), tonumber(ARGV[5])
 local function ms(x) return string.format('%.0f', x) end
@@ -98,6 +102,9 @@ func (s *Store) runScript(ctx context.Context, sc *script, key string, args ...s
 		if noScript(r) {
 			r = s.client.Do(ctx, s.client.B().Eval().Script(sc.source).Numkeys(1).Key(key).Arg(args...).Build().ToPipe())
 		}
+		if late(r) {
+			return nil, errLate
+		}
 		return ints(r)
 	})
 }
@@ -111,7 +118,8 @@ func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, 
 		return sluice.Admission{}, err
 	}
 	v, err := s.runScript(ctx, admitScript, s.leaseKey(name, key),
-		strconv.FormatInt(now, 10), holder, strconv.FormatInt(limit, 10), strconv.FormatInt(ttlMs, 10), s.slack)
+		strconv.FormatInt(now, 10), holder, strconv.FormatInt(limit, 10), strconv.FormatInt(ttlMs, 10), s.slack,
+		strconv.FormatInt(giveUpAt(ctx, 0), 10))
 	if err == nil {
 		err = replyLen(v, 3)
 	}
@@ -141,7 +149,7 @@ func (s *Store) Heartbeat(ctx context.Context, now int64, name, key, holder stri
 		return err
 	}
 	v, err := s.runScript(ctx, heartbeatScript, s.leaseKey(name, key),
-		strconv.FormatInt(now, 10), holder, "0", strconv.FormatInt(ttlMs, 10), s.slack)
+		strconv.FormatInt(now, 10), holder, "0", strconv.FormatInt(ttlMs, 10), s.slack, "0")
 	if err == nil {
 		err = replyLen(v, 1)
 	}

@@ -273,7 +273,8 @@ type limitRef struct {
 }
 
 func newCall(o op, now int64, slack string, perGroup int) call {
-	return call{op: o, now: now, perGroup: perGroup, head: []string{strconv.FormatInt(now, 10), slack, strconv.Itoa(perGroup)}}
+	// head[2], the instant to give up, is set when the call is sent (setGiveUp).
+	return call{op: o, now: now, perGroup: perGroup, head: []string{strconv.FormatInt(now, 10), slack, "0", strconv.Itoa(perGroup)}}
 }
 
 // limit returns the argument number of limit i of p, adding its parameters on first use.
@@ -403,6 +404,9 @@ func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
 
 // run runs the script once and returns its reply.
 func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
+	if consumes(c.op) {
+		c.setGiveUp(giveUpAt(ctx, 0))
+	}
 	return bounded(ctx, func() ([]int64, error) {
 		r := s.client.Do(ctx, s.evalsha(c))
 		if noScript(r) {
@@ -424,6 +428,12 @@ func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResu
 // runAll runs the script once per call, all sent at once (rueidis pipelines them, and sends each
 // to its slot's node on a Cluster), and returns the replies in order.
 func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
+	at := giveUpAt(ctx, 0)
+	for i := range calls {
+		if consumes(calls[i].op) {
+			calls[i].setGiveUp(at)
+		}
+	}
 	return bounded(ctx, func() ([][]int64, error) { return s.runAllNow(ctx, calls) })
 }
 
@@ -463,6 +473,9 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 // numbers reads the reply of c's script: an array of integers, or the string of a batch
 // (luaBatchReply in scripts.go), which it turns into the same five integers per step.
 func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
+	if late(r) {
+		return nil, errLate
+	}
 	if msg, err := r.ToMessage(); err == nil && msg.IsString() {
 		b, _ := msg.ToString()
 		return batchReply(c, b)

@@ -17,8 +17,9 @@ import (
 //
 //	ARGV[1] now, epoch ms; 0 reads the server clock with TIME
 //	ARGV[2] TTL slack, ms added to every expiry
-//	ARGV[3] steps per group (check only): each group is all or nothing, groups are independent
-//	ARGV[4] the number of limits the steps use, then seven per limit: its strategy (g t f s l) and
+//	ARGV[3] the instant to give up, epoch ms on the server's clock; 0 for none (see luaClock)
+//	ARGV[4] steps per group (check only): each group is all or nothing, groups are independent
+//	ARGV[5] the number of limits the steps use, then seven per limit: its strategy (g t f s l) and
 //	        up to six parameters, as Go's strconv.FormatFloat(x, 'g', -1, 64) writes them,
 //	        which Lua's tonumber reads back as the same double
 //	then two per step: the limit (1-based) and the cost; only once when every step has the same
@@ -61,13 +62,18 @@ const (
 const kinds = "gtfsl"
 
 // luaClock starts every script: now, the slack and the constants of instants stored as their low
-// 32 bits.
+// 32 bits. A script that reaches Redis at or past its instant to give up (ARGV[3], see giveUpAt in
+// redis.go) answers the error LATE and touches nothing: its caller has been, or is about to be,
+// told the call failed, so it must count nothing.
 const luaClock = `
 local now = tonumber(ARGV[1])
 local server_clock = now == 0 -- now is the server's clock, not an instant the caller passed
-if server_clock then
+local give_up = tonumber(ARGV[3])
+if server_clock or give_up > 0 then
   local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  local ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  if give_up > 0 and ms >= give_up then return redis.error_reply('LATE sluice: past the instant to give up') end
+  if server_clock then now = ms end
 end
 local slack = tonumber(ARGV[2])
 -- Instants near the server's clock are stored as their low 32 bits (see luaPairs and luaGCRAWrite).
@@ -90,7 +96,7 @@ end
 `
 
 const luaHeader = luaClock + `
-local per_group = tonumber(ARGV[3])
+local per_group = tonumber(ARGV[4])
 local function nonneg(x)
   if x < 0 then return 0 end
   return x
@@ -681,13 +687,13 @@ end
 // luaSingle is the body of a check of one step, the most common call: what luaMainHead and
 // luaMain[opCheck] do, without what several steps need.
 const luaSingle = `
-local x = S[ARGV[5]]
-local q = x.prep(6)
+local x = S[ARGV[6]]
+local q = x.prep(7)
 local key = KEYS[1]
 local text = redis.call('GET', key)
 local st
 if text then st = x.load(text, q) end
-local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(ARGV[13]))
+local ok, limit, remaining, reset_at, retry, next_st = x.check(q, st, tonumber(ARGV[14]))
 if ok == 1 then
   local px = ceil(x.idle(q, next_st)) + slack
   if px < 1 then px = 1 end
@@ -714,7 +720,7 @@ return {ok, limit, remaining, reset_at, retry}
 // The reply is what the caller needs to compute each decision with package algo (see batchReply in
 // redis.go): five integers per step would cost Redis more than the step.
 const luaGCRABatchHead = `
-local limit, period, burst, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local limit, period, burst, cost = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local T = period / limit
 local tau = T * burst
 local inc = T * cost
@@ -861,7 +867,7 @@ end
 // token bucket's state with its expiry would take 16 bytes on the server's clock, past the 32-byte
 // allocation class its 12 take now.
 const luaBucketBatchHead = `
-local capacity, per_ms, cost = tonumber(ARGV[3]), tonumber(ARGV[4]) / 1000, tonumber(ARGV[6])
+local capacity, per_ms, cost = tonumber(ARGV[4]), tonumber(ARGV[5]) / 1000, tonumber(ARGV[7])
 ` + luaBatchKeys
 
 // luaBucketRead sets n to the tokens step i's key holds at now, as MGET found its state (t.tokens,
@@ -922,7 +928,7 @@ end
 // window checks (windows of windowMs; a calendar window takes the general
 // script), as luaGCRABatchHead is GCRA's. Its writes always set a TTL, as a token bucket's do.
 const luaWindowBatchHead = `
-local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local limit, window, cost = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7])
 local start = floor(now / window) * window
 local stop = start + window
 ` + luaBatchKeys
@@ -950,12 +956,12 @@ local n = #KEYS
 local texts = false
 if n <= 4000 then texts = redis.call('MGET', unpack(KEYS)) end
 local limits = {}
-for d = 1, tonumber(ARGV[4]) do
-  local a = 7 * d - 3
+for d = 1, tonumber(ARGV[5]) do
+  local a = 7 * d - 2
   local x = S[ARGV[a + 1]]
   limits[d] = {x, x.prep(a + 2)}
 end
-local base = 4 + 7 * #limits
+local base = 5 + 7 * #limits
 -- Steps that all use one limit and cost send that pair once. (A tonumber costs Redis about as
 -- much as a step's arithmetic: uniform steps read their pair once.)
 local uniform = #ARGV == base + 2
@@ -1203,8 +1209,9 @@ func (c *call) batchBody(steps []string) ([3]string, bool) {
 	return body, ok
 }
 
-// plan returns the script that runs c and its arguments: for a batch now, the slack, the limit's
-// first three parameters and the cost; for any other call, as the top of this file describes.
+// plan returns the script that runs c and its arguments: for a batch now, the slack, the instant
+// to give up, the limit's first three parameters and the cost; for any other call, as the top of
+// this file describes.
 func (c *call) plan() (*script, []string) {
 	steps := c.stepArgs()
 	if body, ok := c.batchBody(steps); ok {
@@ -1213,7 +1220,7 @@ func (c *call) plan() (*script, []string) {
 			d = 1
 		}
 		sc := batches[c.set][d].get(func() string { return luaClock + body[0] + body[1+d] })
-		return sc, []string{c.head[0], c.head[1], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
+		return sc, []string{c.head[0], c.head[1], c.head[2], c.defs[1], c.defs[2], c.defs[3], c.steps[1]}
 	}
 	single := c.op == opCheck && len(c.keys) == 1
 	e := &scripts[c.op][c.set]

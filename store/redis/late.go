@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A script sent before its caller's deadline can reach Redis after it: Redis was stalled (a fork,
+// a slow script, a paused VM), or the network was. Its caller has given up by then and been told
+// the call failed, and a check that Redis counted anyway would spend a limit on something that was
+// never admitted. So every script that consumes carries an instant to give up (giveUpAt), which it
+// compares with Redis's clock before it touches a key, and past which it answers LATE and counts
+// nothing (luaClock in scripts.go). What is left is a reply that takes longer than the margin to
+// come back; docs/redis.md has that bound.
+
+// consumes reports whether a script of operation o spends a limit: those carry an instant to give
+// up and, with Config.WaitReplicas, are followed by WAIT. A refund gives back and must land even
+// late (CheckAll refunds what a slot reserved after another failed).
+func consumes(o op) bool { return o == opCheck || o == opDebit }
+
+// answerBy is when a call must have its answer for it to reach the caller within ctx's deadline:
+// an eighth of the time left (at most 50 ms) before it, the margin for the answer's way back. ok is
+// false without a deadline.
+func answerBy(ctx context.Context) (by time.Time, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	return dl.Add(-min(max(time.Until(dl), 0)/8, 50*time.Millisecond)), true
+}
+
+// giveUpAt is the instant (epoch ms) by which Redis must start a script that consumes, or 0 for no
+// deadline: answerBy, less after, the time the WAIT that follows the script may take
+// (Config.WaitTimeout). Redis compares it with its own clock, so the margin also absorbs skew
+// between this host's clock and Redis's.
+func giveUpAt(ctx context.Context, after time.Duration) int64 {
+	by, ok := answerBy(ctx)
+	if !ok {
+		return 0
+	}
+	return max(by.Add(-after).UnixMilli(), 1)
+}
+
+// setGiveUp sets the instant to give up that c's script is sent with (0: none).
+func (c *call) setGiveUp(at int64) { c.head[2] = strconv.FormatInt(at, 10) }
+
+// errLate is what a script that reached Redis past its instant to give up reports: the caller's
+// deadline, all but expired, as Redis's clock sees it.
+var errLate = fmt.Errorf("%w: redis store: the script reached Redis after its instant to give up: %w",
+	sluice.ErrUnavailable, context.DeadlineExceeded)
+
+// late reports whether r is a script's LATE answer (luaClock).
+func late(r rueidis.RedisResult) bool {
+	e, ok := rueidis.IsRedisErr(r.Error())
+	return ok && strings.HasPrefix(e.Error(), "LATE")
+}
