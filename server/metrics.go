@@ -51,6 +51,12 @@ func newMetrics(store any) *metrics {
 			Name: "sluice_keys", Help: "Keys the store holds.",
 		}, func() float64 { return float64(s.Len()) }))
 	}
+	if s, ok := store.(interface{ Late() uint64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_store_late_total",
+			Help: "Store calls that succeeded after their caller's deadline: checks written that their callers were told had failed.",
+		}, func() float64 { return float64(s.Late()) }))
+	}
 	if s, ok := store.(interface{ Evictions() uint64 }); ok {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_evictions_total", Help: "Keys evicted by the store's key cap before they were idle.",

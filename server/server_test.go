@@ -203,6 +203,48 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// storeWithDefaults is a store that names its default timeout and counts late calls.
+type storeWithDefaults struct {
+	sluice.Store
+	timeout time.Duration
+	late    uint64
+}
+
+func (s storeWithDefaults) DefaultTimeout() time.Duration { return s.timeout }
+func (s storeWithDefaults) Late() uint64                  { return s.late }
+
+func TestStoreDefaults(t *testing.T) {
+	unset := parse(t, strings.Replace(yamlConfig, "storeTimeout: 20ms\n", "", 1))
+	st := storeWithDefaults{Store: memStore(t), timeout: 123 * time.Millisecond, late: 7}
+	srv, err := server.New(unset, st, server.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.StoreTimeout(); got != st.timeout {
+		t.Errorf("StoreTimeout() = %v with a config that sets none, want the store's %v", got, st.timeout)
+	}
+	cfg := parse(t, yamlConfig)
+	cfg.StoreTimeout = time.Second
+	if err := srv.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.StoreTimeout(); got != time.Second {
+		t.Errorf("StoreTimeout() = %v with a config that sets 1s", got)
+	}
+	rec := httptest.NewRecorder()
+	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := "sluice_store_late_total 7"; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	plain, err := server.New(unset, memStore(t), server.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.StoreTimeout(); got != server.DefaultStoreTimeout {
+		t.Errorf("StoreTimeout() = %v for a store that names no default, want %v", got, server.DefaultStoreTimeout)
+	}
+}
+
 func TestExtraPolicies(t *testing.T) {
 	srv := newServer(t, memStore(t), server.Options{})
 	extra := sluice.MustPolicy("envoy:minute:5", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 60_000}})
