@@ -229,7 +229,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	log.Info("sluice serve: listening", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"store", cfg.Store, "policies", len(cfg.Policies), "tls", tlsConf != nil)
+		"store", cfg.Store, "storeTimeout", srv.StoreTimeout(), "policies", len(cfg.Policies), "tls", tlsConf != nil)
 
 	errc := make(chan error, 2)
 	go func() {
