@@ -67,7 +67,10 @@ type Server struct {
 // leases did not spend.
 func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store), timeout: DefaultStoreTimeout}
-	if st, ok := store.(interface{ DefaultTimeout() time.Duration }); ok {
+	switch st := store.(type) {
+	case *memory.Store:
+		s.timeout = 0 // it never waits: the guard spares it the timer
+	case interface{ DefaultTimeout() time.Duration }:
 		s.timeout = st.DefaultTimeout()
 	}
 	if s.log == nil {
@@ -107,7 +110,8 @@ func (s *Server) Close(ctx context.Context) error {
 const DefaultStoreTimeout = 100 * time.Millisecond
 
 // StoreTimeout is the bound on every store call in force: the config's storeTimeout, or the
-// store's default (its DefaultTimeout method, measured for it; docs/operations.md).
+// store's default (its DefaultTimeout method, measured for it; docs/operations.md). 0 means none:
+// the memory store never waits.
 func (s *Server) StoreTimeout() time.Duration {
 	if d := s.cfg.Load().StoreTimeout; d > 0 {
 		return d

@@ -236,12 +236,21 @@ func TestStoreDefaults(t *testing.T) {
 	if want := "sluice_store_late_total 7"; !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("metrics lack %s", want)
 	}
-	plain, err := server.New(unset, memStore(t), server.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := plain.StoreTimeout(); got != server.DefaultStoreTimeout {
-		t.Errorf("StoreTimeout() = %v for a store that names no default, want %v", got, server.DefaultStoreTimeout)
+	for _, tt := range []struct {
+		name  string
+		store sluice.Store
+		want  time.Duration
+	}{
+		{"a store that names no default", struct{ sluice.Store }{memStore(t)}, server.DefaultStoreTimeout},
+		{"the memory store", memStore(t), 0},
+	} {
+		srv, err := server.New(unset, tt.store, server.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.StoreTimeout(); got != tt.want {
+			t.Errorf("StoreTimeout() = %v for %s, want %v", got, tt.name, tt.want)
+		}
 	}
 }
 
