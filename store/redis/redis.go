@@ -196,14 +196,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping checks that Redis answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if s.closed.Load() {
-		return sluice.ErrClosed
-	}
-	return unavailable(s.do(ctx, s.client.B().Ping().Build()).Error())
-}
-
 func unavailable(err error) error {
 	if err == nil {
 		return nil
