@@ -198,18 +198,43 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
 }
 
-// Ready reports whether the Server can answer: a config is loaded and the store is reachable
-// within the store timeout.
+// Ready reports whether the Server can decide checks: a config is loaded, and either the store
+// answers its Ping within the store timeout (on Redis: every slot's master takes a write) or
+// every policy in force fails open. In that second case checks are decided by the fail mode, which
+// is what the operator asked for: behind a load balancer, every instance would go unready at once
+// over one store outage, and fail-open would become failing everything. Operations other than
+// checks (Peek, Refund, Admit…) still fail while the store does; the fail-mode metrics show it.
+// The error otherwise says why: no config, or the store's failure and the policies that fail
+// closed.
 func (s *Server) Ready(ctx context.Context) error {
-	if s.cfg.Load() == nil {
-		return errors.New("server: no config")
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		return errors.New("server: not ready: no config loaded")
 	}
-	if p, ok := s.guard.inner.(interface{ Ping(context.Context) error }); ok {
-		ctx, cancel := s.guard.bound(ctx)
-		defer cancel()
-		return p.Ping(ctx)
+	p, ok := s.guard.inner.(interface{ Ping(context.Context) error })
+	if !ok {
+		return nil
 	}
-	return nil
+	ctx, cancel := s.guard.bound(ctx)
+	defer cancel()
+	err := p.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	var closed []string // the policies in force, front ends' included, that fail closed
+	for _, pol := range s.lim.Policies() {
+		if cfg.FailModeOf(pol.Name()) == config.FailClosed {
+			closed = append(closed, pol.Name())
+		}
+	}
+	if len(closed) == 0 {
+		return nil
+	}
+	more := ""
+	if len(closed) > 5 {
+		closed, more = closed[:5], fmt.Sprintf(" and %d more", len(closed)-5)
+	}
+	return fmt.Errorf("server: not ready: the store cannot answer, and policies %q%s fail closed: %w", closed, more, err)
 }
 
 // Code classifies an error of the Server's operations for a front end to map.
