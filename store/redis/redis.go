@@ -88,6 +88,16 @@ type Config struct {
 	// and batch: keys are spread over InFlight lanes, each with one run in flight, so the Checks
 	// of a hot key batch rather than race. 0 means 2. A Cluster has a lane per slot.
 	InFlight int
+	// WaitReplicas, above 0, follows every script that consumes (checks, debits) with WAIT for that
+	// many replicas to acknowledge its writes, on the same connection, so that an admission
+	// outlives a failover of its master (docs/redis.md, "Replication"). The decision stands when
+	// fewer acknowledge within WaitTimeout, and Unreplicated counts it. 0, the default, waits for
+	// none: Redis replicates asynchronously, and a master that dies can take its latest
+	// admissions with it.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT, rounded up to whole ms. 0 means 10 ms. A script followed by
+	// WAIT gives up WaitTimeout earlier (see giveUpAt), so calls' deadlines must leave room for it.
+	WaitTimeout time.Duration
 }
 
 // Store is the Redis sluice.Store. It is safe for concurrent use.
@@ -99,6 +109,9 @@ type Store struct {
 	owns    bool                        // Close closes the client: it came from Open
 	batcher *batch.Batcher[call, int64] // nil: every Check runs on its own
 	closed  atomic.Bool
+
+	wait         replication   // the WAIT after each script that consumes (Config.WaitReplicas)
+	unreplicated atomic.Uint64 // runs whose WAIT fell short (Unreplicated)
 }
 
 var (
@@ -172,7 +185,7 @@ func New(client rueidis.Client, cfg Config) *Store {
 // Sentinel and Cluster clients must reach a node to learn the topology, so Open fails when none
 // answers. Close closes the client.
 func Open(url string) (*Store, error) {
-	opt, err := ParseURL(url)
+	opt, cfg, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +194,8 @@ func Open(url string) (*Store, error) {
 		return nil, fmt.Errorf("%w: redis store: %v", sluice.ErrUnavailable, err)
 	}
 	// A standalone client comes back with the dial error when Redis is down; it redials on use.
-	s := New(c, Config{})
+	s := New(c, cfg)
+	s.wait = replicationOf(cfg)
 	s.owns = true
 	return s, nil
 }
@@ -396,6 +410,13 @@ func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
 
 // run runs the script once and returns its reply.
 func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
+	if s.waits(c) {
+		v, err := s.runAll(ctx, []call{c})
+		if err != nil {
+			return nil, err
+		}
+		return v[0], nil
+	}
 	if consumes(c.op) {
 		c.setGiveUp(giveUpAt(ctx, 0))
 	}
@@ -418,8 +439,12 @@ func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResu
 }
 
 // runAll runs the script once per call, all sent at once (rueidis pipelines them, and sends each
-// to its slot's node on a Cluster), and returns the replies in order.
+// to its slot's node on a Cluster), and returns the replies in order. With Config.WaitReplicas,
+// calls that consume run as runWaited does instead, side by side.
 func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
+	if len(calls) > 0 && s.waits(calls[0]) { // the calls of one runAll all consume, or none
+		return bounded(ctx, func() ([][]int64, error) { return s.runAllWaited(ctx, calls) })
+	}
 	at := giveUpAt(ctx, 0)
 	for i := range calls {
 		if consumes(calls[i].op) {

@@ -22,10 +22,25 @@ import (
 // with rediss, rediss-sentinel and rediss-cluster for TLS. The port defaults to 6379 (26379 for a
 // Sentinel), the database to 0; user and password authenticate to Redis. Query options:
 // dial_timeout (a Go duration, default 5s); master (Sentinel, required), sentinel_username and
-// sentinel_password (Sentinel, when the Sentinels require their own credentials). The options
-// turn rueidis's client-side cache off (the store never reads through it), and its automatic
+// sentinel_password (Sentinel, when the Sentinels require their own credentials); wait_replicas
+// and wait_timeout (a Go duration), the store's Config.WaitReplicas and Config.WaitTimeout, which
+// Open applies and ParseURL checks and leaves out (URLConfig reads them). The options turn
+// rueidis's client-side cache off (the store never reads through it), and its automatic
 // pipelining, so that the store's batched runs go on connections of their own (see New).
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
+	opt, _, err := parseURL(rawURL)
+	return opt, err
+}
+
+// URLConfig reads the options of a store URL that configure the Store rather than the client
+// (wait_replicas, wait_timeout; see ParseURL) into a Config for New. Open applies them itself.
+func URLConfig(rawURL string) (Config, error) {
+	_, cfg, err := parseURL(rawURL)
+	return cfg, err
+}
+
+func parseURL(rawURL string) (rueidis.ClientOption, Config, error) {
+	var cfg Config
 	// The store never reads through rueidis's client-side cache. With the cache on, every
 	// connection turns on CLIENT TRACKING, so Redis looks up every key the store writes for
 	// invalidations, and rueidis refuses a server that speaks only RESP2 (Redis before 6, some
@@ -33,8 +48,8 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	// runs each go on a connection of their own and its other commands are still pipelined (see
 	// route in redis.go).
 	opt := rueidis.ClientOption{DisableCache: true, DisableAutoPipelining: true}
-	fail := func(format string, args ...any) (rueidis.ClientOption, error) {
-		return rueidis.ClientOption{}, fmt.Errorf("redis store: url %q: %s", redact(rawURL), fmt.Sprintf(format, args...))
+	fail := func(format string, args ...any) (rueidis.ClientOption, Config, error) {
+		return rueidis.ClientOption{}, Config{}, fmt.Errorf("redis store: url %q: %s", redact(rawURL), fmt.Sprintf(format, args...))
 	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -115,6 +130,18 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 			opt.Sentinel.Username = v
 		case name == "sentinel_password" && kind == "-sentinel":
 			opt.Sentinel.Password = v
+		case name == "wait_replicas":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fail("wait_replicas %q: want a number of replicas, 0 or more", v)
+			}
+			cfg.WaitReplicas = n
+		case name == "wait_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fail("wait_timeout %q: want a positive duration such as 20ms", v)
+			}
+			cfg.WaitTimeout = d
 		default:
 			return fail("unknown option %q", name)
 		}
@@ -138,7 +165,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 			opt.Sentinel.TLSConfig = opt.TLSConfig
 		}
 	}
-	return opt, nil
+	return opt, cfg, nil
 }
 
 // redact hides a URL's password in error messages.

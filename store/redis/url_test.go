@@ -73,6 +73,9 @@ func TestParseURLRejects(t *testing.T) {
 		{"unknown option", "redis://h:1?pool=3", "unknown option \"pool\""},
 		{"bad timeout", "redis://h:1?dial_timeout=soon", "dial_timeout"},
 		{"password hidden", "redis://u:hunter2@h:1?x=1", "unknown option"},
+		{"bad wait_replicas", "redis://h:1?wait_replicas=one", "wait_replicas"},
+		{"negative wait_replicas", "redis://h:1?wait_replicas=-1", "wait_replicas"},
+		{"bad wait_timeout", "redis://h:1?wait_replicas=1&wait_timeout=0s", "wait_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +85,34 @@ func TestParseURLRejects(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func TestURLConfig(t *testing.T) {
+	tests := []struct {
+		name, url string
+		want      redisstore.Config
+	}{
+		{"none", "redis://h:1", redisstore.Config{}},
+		{"replicas", "redis://h:1?wait_replicas=1", redisstore.Config{WaitReplicas: 1}},
+		{"replicas and timeout", "redis-sentinel://s:1?master=m&wait_replicas=2&wait_timeout=20ms",
+			redisstore.Config{WaitReplicas: 2, WaitTimeout: 20 * time.Millisecond}},
+		{"cluster", "redis-cluster://a:1,b:2?wait_timeout=5ms&wait_replicas=1",
+			redisstore.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := redisstore.URLConfig(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg != tt.want {
+				t.Errorf("config %+v, want %+v", cfg, tt.want)
+			}
+			if _, err := redisstore.ParseURL(tt.url); err != nil {
+				t.Errorf("ParseURL refuses the store's options: %v", err)
 			}
 		})
 	}
