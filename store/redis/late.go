@@ -61,3 +61,28 @@ func late(r rueidis.RedisResult) bool {
 	e, ok := rueidis.IsRedisErr(r.Error())
 	return ok && strings.HasPrefix(e.Error(), "LATE")
 }
+
+// linger is how long a script that consumes may take past its caller's deadline before the client
+// gives up on its reply. The caller is answered at its deadline either way (boundedLate); reading
+// the reply of a script that ran in time but answers late counts it in Late, and spares the
+// connection it came on, which the client would otherwise tear down, and a new one costs the next
+// calls a dial and a handshake. A reply later than that is from a Redis that stopped answering.
+const linger = time.Second
+
+// lingering is the context a script that consumes is sent with: ctx's values, and ctx's deadline
+// plus linger; ctx itself when it has no deadline.
+func lingering(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(linger))
+}
+
+func (s *Store) countLate() { s.late.Add(1) }
+
+// Late is how many store calls that consume (a batched run of checks is one call) succeeded after
+// their callers were answered that they failed: calls whose scripts ran before the instant to give
+// up but whose replies came back slower than the margin, the bound the instant leaves. Each
+// counted its checks though its callers were told otherwise; a metric of it says how often.
+func (s *Store) Late() uint64 { return s.late.Load() }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,6 +142,9 @@ func TestFrozenRedisCountsNoLateCheck(t *testing.T) {
 	if held := a.InFlight - 1; held != slots.Load() {
 		t.Errorf("Redis holds %d slots, callers were told %d were admitted", held, slots.Load())
 	}
+	if n := s.Late(); n != 0 {
+		t.Errorf("Late %d: no script that gave up may count as answered late", n)
+	}
 	stats, err := do(t, nodeClient(t, srv.Addr()), "INFO", "errorstats").ToString()
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +152,94 @@ func TestFrozenRedisCountsNoLateCheck(t *testing.T) {
 	if !strings.Contains(stats, "errorstat_LATE:") {
 		t.Errorf("no script answered LATE:\n%s", stats)
 	}
+}
+
+// TestLateCountsSlowReplies delays Redis's replies past a check's deadline (a proxy holds them):
+// the script ran in time and counted, its caller was told it failed, and Late counts it. This is
+// the bound the instant to give up leaves: a reply slower on its way back than the margin.
+func TestLateCountsSlowReplies(t *testing.T) {
+	srv := redistest.StartServer(t)
+	proxy := newSlowProxy(t, srv.Addr())
+	s := openStore(t, "redis://"+proxy.addr)
+	p := sluice.MustPolicy("slow", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 10, WindowMs: 1 << 40}})
+	warm(t, s)
+	proxy.delay.Store(int64(300 * time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Check(ctx, 0, p, "k", 1); !errors.Is(err, sluice.ErrUnavailable) {
+		t.Errorf("a check whose reply takes 300 ms, with a 100 ms deadline: %v, want ErrUnavailable", err)
+	}
+	proxy.delay.Store(0)
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Late() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Late %d, want 1", s.Late())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if d, err := s.Peek(ctx, 0, p, "k"); err != nil || d.Remaining != 9 {
+		t.Errorf("Peek: %+v, %v; want the late check counted, 9 left", d, err)
+	}
+}
+
+// slowProxy forwards TCP connections to a Redis, holding each chunk of its replies for delay.
+type slowProxy struct {
+	addr  string
+	delay atomic.Int64 // ns
+}
+
+func newSlowProxy(t *testing.T, target string) *slowProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &slowProxy{addr: l.Addr().String()}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, r)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(r, c) }()
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := r.Read(buf)
+					if n > 0 {
+						time.Sleep(time.Duration(p.delay.Load()))
+						if _, err := c.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
 }
 
 // admitted is the units a decision of cost counted.

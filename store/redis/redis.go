@@ -112,6 +112,7 @@ type Store struct {
 
 	wait         replication   // the WAIT after each script that consumes (Config.WaitReplicas)
 	unreplicated atomic.Uint64 // runs whose WAIT fell short (Unreplicated)
+	late         atomic.Uint64 // runs that consumed and answered past their deadline (Late)
 }
 
 var (
@@ -387,6 +388,12 @@ func noScript(r rueidis.RedisResult) bool {
 // PING to a Redis that may be hung), and every call is promised its deadline; f then finishes on
 // its own goroutine, one per call at most, for at most that second.
 func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	return boundedLate(ctx, nil, f)
+}
+
+// boundedLate is bounded, and calls late (if not nil) when f succeeds after the caller was
+// answered with ctx's error.
+func boundedLate[T any](ctx context.Context, late func(), f func() (T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
 	}
@@ -394,15 +401,24 @@ func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		v   T
 		err error
 	}
+	const pending, answered, gaveUp = 0, 1, 2
+	var state atomic.Int32
 	done := make(chan result, 1)
 	go func() {
 		v, err := f()
+		if !state.CompareAndSwap(pending, answered) && err == nil && late != nil {
+			late()
+		}
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
 		return r.v, r.err
 	case <-ctx.Done():
+		if !state.CompareAndSwap(pending, gaveUp) {
+			r := <-done // an answer that came with the deadline is still the answer
+			return r.v, r.err
+		}
 		var zero T
 		return zero, unavailable(ctx.Err())
 	}
@@ -417,13 +433,22 @@ func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
 		}
 		return v[0], nil
 	}
-	if consumes(c.op) {
-		c.setGiveUp(giveUpAt(ctx, 0))
+	if !consumes(c.op) {
+		return bounded(ctx, func() ([]int64, error) {
+			r := s.client.Do(ctx, s.evalsha(c))
+			if noScript(r) {
+				r = s.client.Do(ctx, s.eval(c))
+			}
+			return numbers(c, r)
+		})
 	}
-	return bounded(ctx, func() ([]int64, error) {
-		r := s.client.Do(ctx, s.evalsha(c))
+	c.setGiveUp(giveUpAt(ctx, 0))
+	return boundedLate(ctx, s.countLate, func() ([]int64, error) {
+		qctx, cancel := lingering(ctx)
+		defer cancel()
+		r := s.client.Do(qctx, s.evalsha(c))
 		if noScript(r) {
-			r = s.client.Do(ctx, s.eval(c))
+			r = s.client.Do(qctx, s.eval(c))
 		}
 		return numbers(c, r)
 	})
@@ -442,16 +467,22 @@ func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResu
 // to its slot's node on a Cluster), and returns the replies in order. With Config.WaitReplicas,
 // calls that consume run as runWaited does instead, side by side.
 func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
-	if len(calls) > 0 && s.waits(calls[0]) { // the calls of one runAll all consume, or none
-		return bounded(ctx, func() ([][]int64, error) { return s.runAllWaited(ctx, calls) })
+	// The calls of one runAll all consume, or none do.
+	if len(calls) == 0 || !consumes(calls[0].op) {
+		return bounded(ctx, func() ([][]int64, error) { return s.runAllNow(ctx, calls) })
+	}
+	if s.waits(calls[0]) {
+		return boundedLate(ctx, s.countLate, func() ([][]int64, error) { return s.runAllWaited(ctx, calls) })
 	}
 	at := giveUpAt(ctx, 0)
 	for i := range calls {
-		if consumes(calls[i].op) {
-			calls[i].setGiveUp(at)
-		}
+		calls[i].setGiveUp(at)
 	}
-	return bounded(ctx, func() ([][]int64, error) { return s.runAllNow(ctx, calls) })
+	return boundedLate(ctx, s.countLate, func() ([][]int64, error) {
+		qctx, cancel := lingering(ctx)
+		defer cancel()
+		return s.runAllNow(qctx, calls)
+	})
 }
 
 func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) {

@@ -64,9 +64,11 @@ func (s *Store) runWaited(ctx context.Context, c call) ([]int64, error) {
 	// answer, the call's bounded gives up at ctx's deadline and this goroutine ends at the dial's.
 	d, release := s.client.Dedicate()
 	defer release()
-	r := d.Do(ctx, s.evalsha(c))
+	qctx, cancel := lingering(ctx)
+	defer cancel()
+	r := d.Do(qctx, s.evalsha(c))
 	if noScript(r) {
-		r = d.Do(ctx, s.eval(c))
+		r = d.Do(qctx, s.eval(c))
 	}
 	v, err := numbers(c, r)
 	if err != nil {
