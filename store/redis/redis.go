@@ -51,7 +51,9 @@
 // # Errors
 //
 // A Redis failure, a timeout or a context deadline is an error matching sluice.ErrUnavailable; a
-// call after Close is sluice.ErrClosed. Calls honour the context's deadline.
+// call after Close is sluice.ErrClosed. Calls honour the context's deadline, and a script that
+// consumes gives up, counting nothing, when it reaches Redis past an instant a little before that
+// deadline (late.go): that error matches context.DeadlineExceeded too.
 package redisstore
 
 import (
