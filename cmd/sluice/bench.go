@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
-const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
+const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--calls N] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
 	"With --proto gubernator, --target is gubernator's gRPC port, --policy the rate limit's name,\n" +
 	"and --limit and --period (required) the limit and duration sent in each request.\n\n"
 
@@ -35,6 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent callers")
 	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections, or HTTP connections to the host at most")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to run")
+	fs.Int64Var(&cfg.Calls, "calls", 0, "stop after this many calls (0: when --duration ends)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "keys per call: 0 or 1 for unary Check, more for CheckMany")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each check")
 	fs.StringVar(&cfg.Token, "token", "", "bearer `token` to send with every call")
@@ -112,6 +113,9 @@ func printSummary(w io.Writer, s *loadgen.Summary) {
 	fmt.Fprintf(tw, "checks\t%d\n", s.Checks)
 	fmt.Fprintf(tw, "checks/s\t%.0f\n", s.ChecksPerSec)
 	fmt.Fprintf(tw, "allowed\t%d\t(%.2f%%)\n", s.Allowed, pct(s.Allowed))
+	if s.FailOpen > 0 {
+		fmt.Fprintf(tw, "  by fail mode\t%d\t(%.2f%%: the store did not answer in time; no limit was applied)\n", s.FailOpen, pct(s.FailOpen))
+	}
 	fmt.Fprintf(tw, "denied\t%d\t(%.2f%%)\n", s.Denied, pct(s.Denied))
 	fmt.Fprintf(tw, "errors\t%d\n", s.Errors)
 	fmt.Fprintf(tw, "latency/call\tp50 %v\tp90 %v\tp99 %v\tmax %v\n",

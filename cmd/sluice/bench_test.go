@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,6 +20,7 @@ type benchSummary struct {
 	ChecksPerSec float64 `json:"checksPerSec"`
 	Allowed      int64   `json:"allowed"`
 	Denied       int64   `json:"denied"`
+	FailOpen     int64   `json:"failOpen"`
 	Errors       int64   `json:"errors"`
 	Latency      struct {
 		P50, P90, P99, Max float64
@@ -82,6 +84,68 @@ func TestBench(t *testing.T) {
 				t.Errorf("progress on stderr: %q", stderr.String())
 			}
 		})
+	}
+}
+
+// runBenchJSON runs sluice bench with args and --json, and returns its summary.
+func runBenchJSON(t *testing.T, args ...string) benchSummary {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(append([]string{"bench", "--json"}, args...), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var s benchSummary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		t.Fatalf("the JSON summary does not parse: %v\n%s", err, stdout.String())
+	}
+	return s
+}
+
+// With --calls, a run makes exactly that many calls, its first included: the summary accounts for
+// every check the server saw.
+func TestBenchCalls(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n  counted: {strategy: fixedWindow, limit: 1000000, window: 1h}\n")
+	r := startServe(t, "--config", path)
+	for _, tt := range []struct{ proto, target string }{{"grpc", r.grpc}, {"http", r.http}} {
+		t.Run(tt.proto, func(t *testing.T) {
+			s := runBenchJSON(t, "--target", tt.target, "--proto", tt.proto, "--policy", "counted", "--keys", "1",
+				"--concurrency", "8", "--calls", "37", "--batch", "3")
+			if s.Calls != 37 || s.Checks != 111 || s.Allowed != 111 {
+				t.Errorf("calls %d checks %d allowed %d, want 37, 111, 111", s.Calls, s.Checks, s.Allowed)
+			}
+		})
+	}
+	_, d := r.check(t, "counted", "bench-0")
+	if spent := 1_000_000 - d["remaining"].(float64); spent != 2*111+1 {
+		t.Errorf("the server counted %v checks, want 2 runs of 111 and this one", spent)
+	}
+}
+
+// A store that does not answer has its checks allowed by the fail mode: the summary tells them
+// apart from the limit's admissions.
+func TestBenchCountsFailOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	// Nothing listens on port 1: every store call fails at once.
+	writeConfig(t, path, "store: redis://127.0.0.1:1\nstoreTimeout: 50ms\n"+
+		"policies:\n  p: {strategy: fixedWindow, limit: 10, window: 1h}\n")
+	r := startServe(t, "--config", path)
+	for _, tt := range []struct {
+		proto, target string
+		batch         int
+	}{{"grpc", r.grpc, 0}, {"grpc", r.grpc, 5}, {"http", r.http, 0}, {"http", r.http, 5}} {
+		t.Run(fmt.Sprint(tt.proto, tt.batch), func(t *testing.T) {
+			s := runBenchJSON(t, "--target", tt.target, "--proto", tt.proto, "--policy", "p", "--keys", "3",
+				"--concurrency", "2", "--calls", "20", "--batch", itoa(tt.batch))
+			if s.Checks == 0 || s.FailOpen != s.Checks || s.Allowed != s.Checks {
+				t.Errorf("checks %d allowed %d failOpen %d, want every check allowed by the fail mode", s.Checks, s.Allowed, s.FailOpen)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	run([]string{"bench", "--target", r.grpc, "--policy", "p", "--calls", "3"}, &stdout, &stderr)
+	if !strings.Contains(stdout.String(), "by fail mode") {
+		t.Errorf("the table does not say the fail mode allowed the checks:\n%s", stdout.String())
 	}
 }
 

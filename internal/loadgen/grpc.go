@@ -55,34 +55,40 @@ type grpcCaller struct {
 	batch  bool
 }
 
-func (c *grpcCaller) call(ctx context.Context, keys []string) (int, error) {
+func (c *grpcCaller) call(ctx context.Context, keys []string) (outcome, error) {
 	ctx = c.auth.of(ctx)
 	if !c.batch {
 		c.one.Key = keys[0]
 		d, err := c.client.Check(ctx, c.one)
 		if err != nil {
-			return 0, err
+			return outcome{}, err
 		}
-		if d.GetAllowed() {
-			return 1, nil
-		}
-		return 0, nil
+		return grpcOutcome(d), nil
 	}
 	c.many.Keys = keys
 	r, err := c.client.CheckMany(ctx, c.many)
 	if err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	if len(r.GetDecisions()) != len(keys) {
-		return 0, fmt.Errorf("CheckMany of %d keys answered %d decisions", len(keys), len(r.GetDecisions()))
+		return outcome{}, fmt.Errorf("CheckMany of %d keys answered %d decisions", len(keys), len(r.GetDecisions()))
 	}
-	allowed := 0
+	var o outcome
 	for _, d := range r.GetDecisions() {
-		if d.GetAllowed() {
-			allowed++
-		}
+		o.add(grpcOutcome(d))
 	}
-	return allowed, nil
+	return o, nil
+}
+
+func grpcOutcome(d *sluicev1.Decision) outcome {
+	var o outcome
+	if d.GetAllowed() {
+		o.allowed = 1
+	}
+	if d.GetFailOpen() {
+		o.failOpen = 1
+	}
+	return o
 }
 
 // authContext attaches a bearer token to the run's context, once per run rather than per call.

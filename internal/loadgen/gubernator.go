@@ -216,28 +216,28 @@ type gubernatorCaller struct {
 	out  []rateLimitResp
 }
 
-func (c *gubernatorCaller) call(ctx context.Context, keys []string) (int, error) {
+func (c *gubernatorCaller) call(ctx context.Context, keys []string) (outcome, error) {
 	ctx = c.auth.of(ctx)
 	c.body = c.req.append(c.body[:0], keys)
 	if err := c.conn.Invoke(ctx, gubernatorMethod, c.body, &c.resp, c.opts...); err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	var err error
 	c.out, err = parseGetRateLimitsResp(c.resp, c.out)
 	if err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	if len(c.out) != len(keys) {
-		return 0, fmt.Errorf("GetRateLimits of %d requests answered %d responses", len(keys), len(c.out))
+		return outcome{}, fmt.Errorf("GetRateLimits of %d requests answered %d responses", len(keys), len(c.out))
 	}
-	allowed := 0
+	var o outcome
 	for i, r := range c.out {
 		if r.Error != "" {
-			return 0, errors.New("GetRateLimits " + keys[i] + ": " + r.Error)
+			return outcome{}, errors.New("GetRateLimits " + keys[i] + ": " + r.Error)
 		}
 		if r.Status == 0 {
-			allowed++
+			o.allowed++
 		}
 	}
-	return allowed, nil
+	return o, nil
 }

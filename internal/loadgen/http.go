@@ -54,17 +54,29 @@ type httpCaller struct {
 	batch bool
 	body  []byte
 	resp  bytes.Buffer
-	one   struct {
-		Allowed bool `json:"allowed"`
-	}
-	many struct {
-		Decisions []struct {
-			Allowed bool `json:"allowed"`
-		} `json:"decisions"`
+	one   httpDecision
+	many  struct {
+		Decisions []httpDecision `json:"decisions"`
 	}
 }
 
-func (c *httpCaller) call(ctx context.Context, keys []string) (int, error) {
+type httpDecision struct {
+	Allowed  bool `json:"allowed"`
+	FailOpen bool `json:"failOpen"`
+}
+
+func (d httpDecision) outcome() outcome {
+	var o outcome
+	if d.Allowed {
+		o.allowed = 1
+	}
+	if d.FailOpen {
+		o.failOpen = 1
+	}
+	return o
+}
+
+func (c *httpCaller) call(ctx context.Context, keys []string) (outcome, error) {
 	b := append(c.body[:0], `{"policy":`...)
 	b = append(b, c.t.policy...)
 	if c.batch {
@@ -87,7 +99,7 @@ func (c *httpCaller) call(ctx context.Context, keys []string) (int, error) {
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b))
 	if err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.t.cfg.Token != "" {
@@ -95,39 +107,37 @@ func (c *httpCaller) call(ctx context.Context, keys []string) (int, error) {
 	}
 	resp, err := c.t.client.Do(req)
 	if err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	c.resp.Reset()
 	_, err = c.resp.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return 0, err
+		return outcome{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(c.resp.Bytes()))
+		return outcome{}, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(c.resp.Bytes()))
 	}
 	if !c.batch {
-		c.one.Allowed = false
+		c.one = httpDecision{}
 		if err := json.Unmarshal(c.resp.Bytes(), &c.one); err != nil {
-			return 0, fmt.Errorf("decoding the answer: %w", err)
+			return outcome{}, fmt.Errorf("decoding the answer: %w", err)
 		}
-		if c.one.Allowed {
-			return 1, nil
-		}
-		return 0, nil
+		return c.one.outcome(), nil
 	}
+	// encoding/json decodes into the slice's old elements, keeping fields an answer leaves out.
+	c.many.Decisions = c.many.Decisions[:cap(c.many.Decisions)]
+	clear(c.many.Decisions)
 	c.many.Decisions = c.many.Decisions[:0]
 	if err := json.Unmarshal(c.resp.Bytes(), &c.many); err != nil {
-		return 0, fmt.Errorf("decoding the answer: %w", err)
+		return outcome{}, fmt.Errorf("decoding the answer: %w", err)
 	}
 	if len(c.many.Decisions) != len(keys) {
-		return 0, fmt.Errorf("check-many of %d keys answered %d decisions", len(keys), len(c.many.Decisions))
+		return outcome{}, fmt.Errorf("check-many of %d keys answered %d decisions", len(keys), len(c.many.Decisions))
 	}
-	allowed := 0
+	var o outcome
 	for _, d := range c.many.Decisions {
-		if d.Allowed {
-			allowed++
-		}
+		o.add(d.outcome())
 	}
-	return allowed, nil
+	return o, nil
 }

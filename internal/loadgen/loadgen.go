@@ -1,6 +1,6 @@
 // Package loadgen is the engine of sluice bench: it drives a running sluice server over gRPC or
 // HTTP (or, for comparison, gubernator over its gRPC API) with a fixed number of concurrent callers
-// for a fixed duration, and reports throughput, outcomes and call latency.
+// for a fixed duration or number of calls, and reports throughput, outcomes and call latency.
 //
 // Each caller (worker) keeps its own counters and latency histogram, so the hot path takes no lock;
 // progress reports and the final summary merge them.
@@ -33,6 +33,7 @@ type Config struct {
 	Concurrency int           // concurrent callers
 	Conns       int           // gRPC connections, or HTTP connections per host at most
 	Duration    time.Duration // how long to run
+	Calls       int64         // stop after this many calls, counting the first; 0: no limit
 	Batch       int           // 0 or 1: unary Check; more: CheckMany of Batch keys per call
 	Cost        int64         // the cost of each check; 0 means 1
 	Token       string        // bearer token sent with every call, if not empty
@@ -76,6 +77,7 @@ type Summary struct {
 	CallsPerSec  float64       `json:"callsPerSec"`
 	Allowed      int64         `json:"allowed"`
 	Denied       int64         `json:"denied"`
+	FailOpen     int64         `json:"failOpen"` // allowed by the server's fail mode, not by a limit
 	Errors       int64         `json:"errors"`
 	FirstError   string        `json:"firstError,omitempty"`
 	Latency      Latency       `json:"latencyMs"` // per call, successful or not
@@ -92,10 +94,16 @@ func (l Latency) MarshalJSON() ([]byte, error) {
 	return fmt.Appendf(nil, `{"p50":%g,"p90":%g,"p99":%g,"max":%g}`, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max)), nil
 }
 
-// caller makes one call of Batch checks and reports how many were allowed.
+// caller makes one call of Batch checks and reports their outcome.
 type caller interface {
-	call(ctx context.Context, keys []string) (allowed int, err error)
+	call(ctx context.Context, keys []string) (outcome, error)
 }
+
+// outcome counts the checks of a call that were allowed, and of those, the ones the server's
+// fail mode allowed without consulting a limit.
+type outcome struct{ allowed, failOpen int }
+
+func (o *outcome) add(p outcome) { o.allowed += p.allowed; o.failOpen += p.failOpen }
 
 // transport opens the callers of one run: one caller per worker, sharing the run's connections.
 type transport interface {
@@ -105,9 +113,9 @@ type transport interface {
 
 // worker is one concurrent caller's state: written only by its goroutine, read by the reporters.
 type worker struct {
-	calls, checks, allowed, errors atomic.Int64
-	hist                           Histogram
-	firstErr                       atomic.Pointer[string]
+	calls, checks, allowed, failOpen, errors atomic.Int64
+	hist                                     Histogram
+	firstErr                                 atomic.Pointer[string]
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -127,6 +135,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("conns %d: want at least 1", c.Conns)
 	case c.Duration <= 0:
 		return fmt.Errorf("duration %v: want more than 0", c.Duration)
+	case c.Calls < 0:
+		return fmt.Errorf("calls %d: want 0 (no limit) or more", c.Calls)
 	case c.Batch < 0 || c.Batch > 1000:
 		return fmt.Errorf("batch %d: want 0 to 1000", c.Batch)
 	case c.Cost < 0:
@@ -150,8 +160,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Run drives the server for cfg.Duration and returns the summary. It first makes one check to
-// fail fast on a wrong target, policy or token; that check is not counted. Calls still running at
+// Run drives the server for cfg.Duration, or until cfg.Calls calls were made, and returns the
+// summary. It first makes one call to fail fast on a wrong target, policy or token; that call is
+// counted like the others, so that every check the server saw is in the summary. Calls still running at
 // the end are given a few seconds, then cancelled. ctx cancels the run early (the summary then
 // covers the time run).
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
@@ -179,27 +190,36 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	batch := cfg.Batch // with fewer keys than that, a batch may repeat keys
 
+	workers := make([]*worker, cfg.Concurrency)
+	for i := range workers {
+		workers[i] = &worker{}
+	}
 	pre, cancelPre := context.WithTimeout(ctx, 10*time.Second)
-	_, err = tr.caller(0).call(pre, keys[:1])
+	t0 := time.Now()
+	firstKeys := make([]string, batch)
+	for i := range firstKeys {
+		firstKeys[i] = keys[i%len(keys)]
+	}
+	first, err := tr.caller(0).call(pre, firstKeys)
 	cancelPre()
 	if err != nil {
 		return nil, fmt.Errorf("first call to %s: %w", cfg.Target, err)
 	}
+	workers[0].record(first, batch, time.Since(t0))
+	var tickets atomic.Int64 // calls started; the first is made
+	tickets.Store(1)
 
 	// The calls' context outlives the duration by a grace period, so that calls in flight at the
 	// end complete and count, but a hung server cannot keep the run going.
 	callCtx, cancelCalls := context.WithTimeout(ctx, cfg.Duration+5*time.Second)
 	defer cancelCalls()
 	var stop atomic.Bool
-	workers := make([]*worker, cfg.Concurrency)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range workers {
-		w := &worker{}
-		workers[i] = w
+	for i, w := range workers {
 		c := tr.caller(i)
 		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))
-		wg.Go(func() { w.run(callCtx, c, &stop, rng, keys, batch) })
+		wg.Go(func() { w.run(callCtx, c, &stop, &tickets, cfg.Calls, rng, keys, batch) })
 	}
 	timer := time.NewTimer(cfg.Duration)
 	defer timer.Stop()
@@ -238,7 +258,7 @@ wait:
 		Concurrency: cfg.Concurrency, Conns: cfg.Conns, Batch: cfg.Batch, Cost: cfg.Cost,
 		Elapsed: elapsed, ElapsedSec: elapsed.Seconds(),
 		Calls: final.calls, Checks: final.checks, Allowed: final.allowed,
-		Denied: final.checks - final.allowed, Errors: final.errors,
+		Denied: final.checks - final.allowed, FailOpen: final.failOpen, Errors: final.errors,
 		ChecksPerSec: float64(final.checks) / elapsed.Seconds(),
 		CallsPerSec:  float64(final.calls) / elapsed.Seconds(),
 		Latency: Latency{
@@ -258,17 +278,18 @@ wait:
 	return s, nil
 }
 
-func (w *worker) run(ctx context.Context, c caller, stop *atomic.Bool, rng *rand.Rand, keys []string, batch int) {
+// run makes calls until stop, or until tickets reach calls (0: no limit).
+func (w *worker) run(ctx context.Context, c caller, stop *atomic.Bool, tickets *atomic.Int64, calls int64, rng *rand.Rand, keys []string, batch int) {
 	buf := make([]string, batch)
 	n := uint64(len(keys))
-	for !stop.Load() {
+	for !stop.Load() && (calls == 0 || tickets.Add(1) <= calls) {
 		for i := range buf {
 			buf[i] = keys[rng.Uint64N(n)]
 		}
 		t0 := time.Now()
-		allowed, err := c.call(ctx, buf)
-		w.hist.Record(time.Since(t0))
+		o, err := c.call(ctx, buf)
 		if err != nil {
+			w.hist.Record(time.Since(t0))
 			if ctx.Err() != nil {
 				return // cancelled: the run is over, not the server's fault
 			}
@@ -279,16 +300,23 @@ func (w *worker) run(ctx context.Context, c caller, stop *atomic.Bool, rng *rand
 			}
 			continue
 		}
-		w.calls.Add(1)
-		w.checks.Add(int64(batch))
-		w.allowed.Add(int64(allowed))
+		w.record(o, batch, time.Since(t0))
 	}
+}
+
+// record counts a call of batch checks that answered o after took.
+func (w *worker) record(o outcome, batch int, took time.Duration) {
+	w.hist.Record(took)
+	w.calls.Add(1)
+	w.checks.Add(int64(batch))
+	w.allowed.Add(int64(o.allowed))
+	w.failOpen.Add(int64(o.failOpen))
 }
 
 // snapshot is the merged state of all workers at one moment.
 type snapshot struct {
-	calls, checks, allowed, errors int64
-	hist                           Counts
+	calls, checks, allowed, failOpen, errors int64
+	hist                                     Counts
 }
 
 func (s *snapshot) take(workers []*worker) {
@@ -297,6 +325,7 @@ func (s *snapshot) take(workers []*worker) {
 		s.calls += w.calls.Load()
 		s.checks += w.checks.Load()
 		s.allowed += w.allowed.Load()
+		s.failOpen += w.failOpen.Load()
 		s.errors += w.errors.Load()
 		w.hist.AddTo(&s.hist)
 	}
