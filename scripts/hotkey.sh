@@ -102,8 +102,7 @@ for store in $STORES; do
 import json, sys
 b = json.load(open(sys.argv[1]))
 print(round(b["checksPerSec"]), b["allowed"], b["errors"], round(b["latencyMs"]["p99"], 1))' "$work/bench.json")
-		# The store also counted sluice bench's first call, made before the run to check the target.
-		counted=$((LIMIT - 1 - $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["remaining"])' "$peek")))
+		counted=$((LIMIT - $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["remaining"])' "$peek")))
 		fail=$((after - before))
 		line="round $round: sluice $rate checks/s (p99 ${p99} ms), $allowed allowed, store counted $counted, fail-mode decisions $fail, errors $errors"
 		[[ -n $tps ]] && line+="; pgbench $tps TPS; ratio $(python3 -c "print(f'{$rate / $tps:.2f}')")x"
