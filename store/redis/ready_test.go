@@ -101,3 +101,16 @@ func TestClusterReadyAfterFailover(t *testing.T) {
 	t.Logf("the replica took over %v after the kill; ready %v later", time.Since(killed), waitReady(t, s))
 	stable(t, s, 120)
 }
+
+// TestReadyRefusesAReplica points a store at a replica, as a client still on a demoted master
+// would be: it answers PING, but would refuse every check's write, so the store is not ready.
+func TestReadyRefusesAReplica(t *testing.T) {
+	m := redistest.StartServer(t)
+	r := redistest.StartReplica(t, m)
+	if err := probe(openStore(t, m.URL())); err != nil {
+		t.Errorf("Ping on the master: %v", err)
+	}
+	if err := probe(openStore(t, r.URL())); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("Ping on a replica: %v, want READONLY", err)
+	}
+}

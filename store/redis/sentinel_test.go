@@ -48,6 +48,12 @@ func TestSentinelFailover(t *testing.T) {
 	failures := checkResults(t, rs, timeout, slack, clean)
 	t.Logf("%d calls, %d failed during the switch; clean %v after it", len(rs), failures, clean.Sub(switched))
 
+	// Ready again: the probe reaches the new master (the old one, now a replica, would refuse it).
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping after the failover: %v", err)
+	}
 	// The new master holds what the old one acknowledged: 2 of kept's 5 are left.
 	if got := admitted(3); got != 2 {
 		t.Errorf("%d of 3 checks admitted after the failover, want 2", got)
