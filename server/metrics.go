@@ -57,6 +57,12 @@ func newMetrics(store any) *metrics {
 			Help: "Store calls that succeeded after their caller's deadline: checks written that their callers were told had failed.",
 		}, func() float64 { return float64(s.Late()) }))
 	}
+	if s, ok := store.(interface{ Unreplicated() uint64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_store_unreplicated_total",
+			Help: "Decisions whose replication wait (wait_replicas) fell short: they stand, on fewer replicas than asked.",
+		}, func() float64 { return float64(s.Unreplicated()) }))
+	}
 	if s, ok := store.(interface{ Evictions() uint64 }); ok {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_evictions_total", Help: "Keys evicted by the store's key cap before they were idle.",

@@ -143,7 +143,9 @@ func New(client rueidis.Client, cfg Config) *Store {
 		cluster: client.Mode() == rueidis.ClientModeCluster,
 		prefix:  prefix,
 		slack:   strconv.FormatInt(slack.Milliseconds(), 10),
+		wait:    replicationOf(cfg),
 	}
+
 	size, inFlight := cfg.BatchSize, cfg.InFlight
 	if size == 0 {
 		size = 32
@@ -198,7 +200,6 @@ func Open(url string) (*Store, error) {
 	}
 	// A standalone client comes back with the dial error when Redis is down; it redials on use.
 	s := New(c, cfg)
-	s.wait = replicationOf(cfg)
 	s.owns = true
 	return s, nil
 }

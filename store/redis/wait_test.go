@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	redisstore "github.com/sluicehq/sluice/store/redis"
 )
 
 // TestWaitReplicas runs checks with wait_replicas=1 against a master and its replica: while the
@@ -107,5 +110,29 @@ func TestWaitReplicas(t *testing.T) {
 	}
 	if got := 1_000_000 - d.Remaining; got != counted {
 		t.Errorf("the master counted %d, callers were told %d were admitted", got, counted)
+	}
+}
+
+// A store made with New from a Config waits for replicas as one opened from a URL does.
+func TestWaitReplicasFromConfig(t *testing.T) {
+	m := redistest.StartServer(t) // no replica: every wait falls short
+	opt, err := redisstore.ParseURL(m.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s := redisstore.New(c, redisstore.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Millisecond})
+	p := sluice.MustPolicy("waited-new", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 10, WindowMs: 60_000}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if d, err := s.Check(ctx, 0, p, "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("Check = %+v, %v", d, err)
+	}
+	if got := s.Unreplicated(); got != 1 {
+		t.Errorf("Unreplicated() = %d after a check with no replica to wait for, want 1", got)
 	}
 }
