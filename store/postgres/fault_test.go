@@ -168,8 +168,8 @@ func TestGivenUpCheckIsNotDecided(t *testing.T) {
 		// lock is still held. Either way both checks below must join while the lane is taken, to
 		// share a batch, which leaves a slow machine a second to start them.
 		blocker time.Duration
-		gaveUp   time.Duration // the deadline of the check that gives up, shorter than its batch's
-		leads    bool          // the check that gives up comes first and leads the batch
+		gaveUp  time.Duration // the deadline of the check that gives up, shorter than its batch's
+		leads   bool          // the check that gives up comes first and leads the batch
 	}{
 		{"joins, gives up before the batch is sent", 5 * time.Second, time.Second, false},
 		{"leads, gives up before the batch is sent", 5 * time.Second, time.Second, true},
