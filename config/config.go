@@ -65,9 +65,9 @@ const (
 
 // Config is a parsed, validated configuration.
 type Config struct {
-	Store        string
-	HTTP         string
-	GRPC         string
+	Store    string
+	HTTP     string
+	GRPC     string
 	FailMode FailMode
 	// StoreTimeout bounds every store call; 0 means the store's own default (package server).
 	StoreTimeout time.Duration
@@ -195,9 +195,9 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fail("(file)", "%v", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c := &Config{
-		Store:        or(f.Store, DefaultStore),
-		HTTP:         or(f.HTTP, DefaultHTTP),
-		GRPC:         or(f.GRPC, DefaultGRPC),
+		Store:    or(f.Store, DefaultStore),
+		HTTP:     or(f.HTTP, DefaultHTTP),
+		GRPC:     or(f.GRPC, DefaultGRPC),
 		FailMode: FailMode(or(f.FailMode, string(FailOpen))),
 		Envoy:    f.Envoy,
 	}
