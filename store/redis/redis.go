@@ -218,7 +218,7 @@ func unavailable(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: redis store: %v", sluice.ErrUnavailable, err)
+	return fmt.Errorf("%w: redis store: %w", sluice.ErrUnavailable, err)
 }
 
 // key is where limit i of p keeps key's state: prefix:{policy:key}, then :i for each limit of a
