@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -116,16 +114,7 @@ func TestWaitReplicas(t *testing.T) {
 // A store made with New from a Config waits for replicas as one opened from a URL does.
 func TestWaitReplicasFromConfig(t *testing.T) {
 	m := redistest.StartServer(t) // no replica: every wait falls short
-	opt, err := redisstore.ParseURL(m.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	s := redisstore.New(c, redisstore.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Millisecond})
+	s := redisstore.New(nodeClient(t, m.Addr()), redisstore.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Millisecond})
 	p := sluice.MustPolicy("waited-new", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 10, WindowMs: 60_000}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
