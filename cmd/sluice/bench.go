@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
-const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--calls N] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
+const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--calls N] [--rate R] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
 	"With --proto gubernator, --target is gubernator's gRPC port, --policy the rate limit's name,\n" +
 	"and --limit and --period (required) the limit and duration sent in each request.\n\n"
 
@@ -36,6 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections, or HTTP connections to the host at most")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to run")
 	fs.Int64Var(&cfg.Calls, "calls", 0, "stop after this many calls (0: when --duration ends)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "calls per second at most, over all callers (0: as fast as the server answers)")
 	fs.IntVar(&cfg.Batch, "batch", 0, "keys per call: 0 or 1 for unary Check, more for CheckMany")
 	fs.Int64Var(&cfg.Cost, "cost", 1, "cost of each check")
 	fs.StringVar(&cfg.Token, "token", "", "bearer `token` to send with every call")

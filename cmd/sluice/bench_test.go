@@ -122,6 +122,18 @@ func TestBenchCalls(t *testing.T) {
 	}
 }
 
+// With --rate, a run makes no more calls than the rate allows, however fast the server answers.
+func TestBenchRate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n  paced: {strategy: fixedWindow, limit: 1000000, window: 1h}\n")
+	r := startServe(t, "--config", path)
+	s := runBenchJSON(t, "--target", r.grpc, "--policy", "paced", "--concurrency", "4", "--rate", "40", "--duration", "1s")
+	// 40 in the second, and the first call made before it; a slow machine may make fewer.
+	if s.Calls < 20 || s.Calls > 42 {
+		t.Errorf("%d calls in 1 s at --rate 40", s.Calls)
+	}
+}
+
 // A store that does not answer has its checks allowed by the fail mode: the summary tells them
 // apart from the limit's admissions.
 func TestBenchCountsFailOpen(t *testing.T) {

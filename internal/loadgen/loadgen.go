@@ -34,6 +34,7 @@ type Config struct {
 	Conns       int           // gRPC connections, or HTTP connections per host at most
 	Duration    time.Duration // how long to run
 	Calls       int64         // stop after this many calls, counting the first; 0: no limit
+	Rate        float64       // calls per second at most, spread evenly over the callers; 0: as fast as they go
 	Batch       int           // 0 or 1: unary Check; more: CheckMany of Batch keys per call
 	Cost        int64         // the cost of each check; 0 means 1
 	Token       string        // bearer token sent with every call, if not empty
@@ -137,6 +138,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("duration %v: want more than 0", c.Duration)
 	case c.Calls < 0:
 		return fmt.Errorf("calls %d: want 0 (no limit) or more", c.Calls)
+	case c.Rate < 0:
+		return fmt.Errorf("rate %v: want 0 (no limit) or more", c.Rate)
 	case c.Batch < 0 || c.Batch > 1000:
 		return fmt.Errorf("batch %d: want 0 to 1000", c.Batch)
 	case c.Cost < 0:
@@ -219,7 +222,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	for i, w := range workers {
 		c := tr.caller(i)
 		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))
-		wg.Go(func() { w.run(callCtx, c, &stop, &tickets, cfg.Calls, rng, keys, batch) })
+		pace := newPace(cfg.Rate, cfg.Concurrency, i, start)
+		wg.Go(func() { w.run(callCtx, c, &stop, &tickets, cfg.Calls, pace, rng, keys, batch) })
 	}
 	timer := time.NewTimer(cfg.Duration)
 	defer timer.Stop()
@@ -278,11 +282,44 @@ wait:
 	return s, nil
 }
 
-// run makes calls until stop, or until tickets reach calls (0: no limit).
-func (w *worker) run(ctx context.Context, c caller, stop *atomic.Bool, tickets *atomic.Int64, calls int64, rng *rand.Rand, keys []string, batch int) {
+// pace spaces one worker's calls evenly: with rate calls a second over workers, each makes one
+// every workers/rate, its first offset by its index, so that the calls of all interleave.
+type pace struct {
+	every time.Duration // 0: no pacing
+	next  time.Time
+}
+
+func newPace(rate float64, workers, i int, start time.Time) *pace {
+	if rate <= 0 {
+		return &pace{}
+	}
+	every := time.Duration(float64(workers) / rate * float64(time.Second))
+	return &pace{every: every, next: start.Add(every * time.Duration(i) / time.Duration(workers))}
+}
+
+// wait sleeps until the next call is due. A worker that fell behind (a slow answer) goes at once,
+// and does not make up the calls it missed: the rate is a ceiling, not a debt.
+func (p *pace) wait(stop *atomic.Bool) {
+	if p.every == 0 {
+		return
+	}
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		for d > 0 && !stop.Load() { // sleep in slices, so that a long period ends with the run
+			time.Sleep(min(d, 100*time.Millisecond))
+			d = time.Until(p.next)
+		}
+	} else {
+		p.next = now
+	}
+	p.next = p.next.Add(p.every)
+}
+
+// run makes calls until stop, or until tickets reach calls (0: no limit), paced by pace.
+func (w *worker) run(ctx context.Context, c caller, stop *atomic.Bool, tickets *atomic.Int64, calls int64, pace *pace, rng *rand.Rand, keys []string, batch int) {
 	buf := make([]string, batch)
 	n := uint64(len(keys))
-	for !stop.Load() && (calls == 0 || tickets.Add(1) <= calls) {
+	for pace.wait(stop); !stop.Load() && (calls == 0 || tickets.Add(1) <= calls); pace.wait(stop) {
 		for i := range buf {
 			buf[i] = keys[rng.Uint64N(n)]
 		}
