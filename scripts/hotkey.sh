@@ -17,6 +17,7 @@
 # Exit status 1 when a run was not exact or had fail-mode decisions.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 
 PG_URL=${PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
@@ -43,7 +44,8 @@ else
 fi
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores, $CONCURRENCY callers on one key, $DURATION a run"
 
-# serve starts sluice serve on store $1, named $2, and prints its HTTP and gRPC addresses.
+# serve starts sluice serve on store $1, named $2, waits until it is ready, and prints its HTTP and
+# gRPC addresses.
 serve() {
 	local config="$work/$2.yaml" log="$work/$2.log"
 	cat >"$config" <<EOF
@@ -51,16 +53,7 @@ store: $1
 policies:
   hot: {strategy: fixedWindow, limit: $LIMIT, window: 1h}
 EOF
-	"$work/sluice" serve --config "$config" --http 127.0.0.1:0 --grpc 127.0.0.1:0 >"$log" 2>&1 &
-	echo $! >"$work/$2.pid"
-	local line=""
-	for _ in $(seq 100); do
-		line=$(grep -ao 'http=[^ ]* grpc=[^ ]*' "$log" || true)
-		[[ -n $line ]] && break
-		sleep 0.1
-	done
-	[[ -n $line ]] || { cat "$log" >&2; exit 2; }
-	sed -E 's/http=([^ ]*) grpc=([^ ]*)/\1 \2/' <<<"$line"
+	start_serve "$work/sluice" "$config" "$log" "$work/$2.pid"
 }
 
 # metric sums the samples of a Prometheus series at HTTP address $1.

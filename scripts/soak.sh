@@ -8,10 +8,12 @@
 #
 # Environment: REDIS_URL (redis://127.0.0.1:6379), PG_URL (postgres://postgres@127.0.0.1:5432/test;
 # the soak uses its own schema, sluice_soak, dropped before and after), STORES ("redis postgres"),
-# DURATION (10m; s, m and h units), INTERVAL (10s), TOLERANCE (10: percent the last third of the
-# samples may grow over the first), SLUICE (a sluice binary to run instead of building this one).
+# DURATION (10m; s, m and h units), INTERVAL (10s), RATE (600: checks a second a store, in all),
+# TOLERANCE (10: percent the last third of the samples may grow over the first), SLUICE (a sluice
+# binary to run instead of building this one).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 PG_URL=${PG_URL:-postgres://postgres@127.0.0.1:5432/test}
@@ -19,6 +21,7 @@ STORES=${STORES:-redis postgres}
 DURATION=${DURATION:-10m}
 INTERVAL=${INTERVAL:-10s}
 TOLERANCE=${TOLERANCE:-10}
+RATE=${RATE:-600}
 SCHEMA=sluice_soak
 
 # seconds turns a duration such as 90s, 10m or 1h30m into seconds.
@@ -62,7 +65,7 @@ fi
 # storeTimeout, no failMode: the shipped defaults), waits until it is ready, and prints its HTTP
 # and gRPC addresses.
 serve() {
-	local config="$work/$2.yaml" log="$work/$2.log" line=""
+	local config="$work/$2.yaml" log="$work/$2.log"
 	cat >"$config" <<EOF
 store: $1
 policies:
@@ -70,24 +73,11 @@ policies:
   soak-hot: {strategy: fixedWindow, limit: 100, window: 1s}
   soak-batch: {strategy: tokenBucket, capacity: 500, refillPerSec: 100}
 EOF
-	# serve runs in a subshell (read < <(serve …)): the caller reads the pid from this file.
-	"$work/sluice" serve --config "$config" --http 127.0.0.1:0 --grpc 127.0.0.1:0 >"$log" 2>&1 &
-	echo $! >"$work/$2.pid"
-	for _ in $(seq 100); do
-		line=$(grep -ao 'http=[^ ]* grpc=[^ ]*' "$log" || true)
-		[[ -n $line ]] && break
-		sleep 0.1
-	done
-	[[ -n $line ]] || { cat "$log" >&2; exit 2; }
-	local http=${line#http=}
-	http=${http%% *}
-	for _ in $(seq 100); do
-		curl -sf "http://$http/readyz" >/dev/null && break
-		sleep 0.1
-	done
-	curl -sf "http://$http/readyz" >/dev/null || { echo "soak: sluice serve on $2 is not ready" >&2; cat "$log" >&2; exit 2; }
-	sed -E 's/http=([^ ]*) grpc=([^ ]*)/\1 \2/' <<<"$line"
+	start_serve "$work/sluice" "$config" "$log" "$work/$2.pid"
 }
+
+# share prints the calls a second of a bench that makes fraction $1 of RATE's checks in calls of $2.
+share() { awk -v r="$RATE" -v f="$1" -v b="$2" 'BEGIN { printf "%.2f", r * f / b }'; }
 
 # bench runs one sluice bench against store $1 in the background: its name $2, then bench flags.
 # It runs a few seconds past DURATION, so that the last sample is taken under the load.
@@ -135,13 +125,15 @@ for store in $STORES; do
 	[[ -n ${grpc:-} ]] || exit 2
 	httpOf[$store]=$http
 	# The mix: many keys over gRPC and HTTP, one hot key over both, CheckMany batches over both.
-	# Few callers each: the load is bounded by its concurrency, 12 callers a store in all.
-	bench "$store" keys-grpc --target "$grpc" --proto grpc --policy soak-keys --keys 100000 --concurrency 4
-	bench "$store" keys-http --target "$http" --proto http --policy soak-keys --keys 100000 --concurrency 2
-	bench "$store" hot-grpc --target "$grpc" --proto grpc --policy soak-hot --keys 1 --concurrency 2
-	bench "$store" hot-http --target "$http" --proto http --policy soak-hot --keys 1 --concurrency 2
-	bench "$store" batch-grpc --target "$grpc" --proto grpc --policy soak-batch --keys 10000 --batch 16 --concurrency 1
-	bench "$store" batch-http --target "$http" --proto http --policy soak-batch --keys 10000 --batch 8 --concurrency 1
+	# The load is bounded as production traffic is, in rate (RATE checks a second a store, shared
+	# as below) and in concurrency (12 callers a store): a closed loop as fast as the store answers
+	# would measure the store's saturation, where any timeout is passed sooner or later.
+	bench "$store" keys-grpc --target "$grpc" --proto grpc --policy soak-keys --keys 100000 --concurrency 4 --rate "$(share 0.3 1)"
+	bench "$store" keys-http --target "$http" --proto http --policy soak-keys --keys 100000 --concurrency 2 --rate "$(share 0.15 1)"
+	bench "$store" hot-grpc --target "$grpc" --proto grpc --policy soak-hot --keys 1 --concurrency 2 --rate "$(share 0.15 1)"
+	bench "$store" hot-http --target "$http" --proto http --policy soak-hot --keys 1 --concurrency 2 --rate "$(share 0.1 1)"
+	bench "$store" batch-grpc --target "$grpc" --proto grpc --policy soak-batch --keys 10000 --batch 16 --concurrency 1 --rate "$(share 0.15 16)"
+	bench "$store" batch-http --target "$http" --proto http --policy soak-batch --keys 10000 --batch 8 --concurrency 1 --rate "$(share 0.15 8)"
 done
 
 printf '\n%-8s %6s  %9s %10s %5s %9s %12s %8s %12s\n' store t rss_MiB goroutines fds fail_mode store_errors timeouts decisions/s
