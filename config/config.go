@@ -5,7 +5,7 @@
 //	http: 127.0.0.1:8080           # the HTTP JSON API, the forward-auth gate, /metrics
 //	grpc: 127.0.0.1:8081           # the native gRPC API and Envoy's rate-limit API
 //	failMode: open                 # when the store fails: open (allow) or closed (deny)
-//	storeTimeout: 100ms            # the longest a store call may take; by default the store's own
+//	storeTimeout: 250ms            # the longest a store call may take; by default the store's own
 //	policies:
 //	  api:
 //	    strategy: gcra

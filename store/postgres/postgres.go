@@ -625,7 +625,7 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 // none: PostgreSQL commits each decision to disk, and a hot key's checks queue for its row, batch
 // after batch, so its answers under load take longer than Redis's. docs/operations.md has the
 // measurement behind it.
-const DefaultTimeout = 250 * time.Millisecond
+const DefaultTimeout = 500 * time.Millisecond
 
 // DefaultTimeout returns the package's DefaultTimeout, for sluice serve.
 func (s *Store) DefaultTimeout() time.Duration { return DefaultTimeout }
