@@ -187,6 +187,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		cfg.Schema = schema
 		delete(pc.ConnConfig.RuntimeParams, "sluice_schema") // not a server setting
 	}
+	// A connection made later (a pool growing, or PostgreSQL back from a restart) is warmed before
+	// it serves; the first ones are warmed once the schema is migrated.
+	sql := newStatements(or(cfg.Schema, "sluice"))
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		warm(ctx, conn, sql)
+		return nil // a cold connection still decides
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, unavailable(err)
@@ -197,7 +204,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	s.owns = true
+	warmPool(ctx, pool, sql, min(cap(s.writers)+1, int(pc.MaxConns)))
 	return s, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // New returns a Store on pool, migrating the database first (waiting at most a minute). The caller
@@ -209,10 +224,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
-	schema := cfg.Schema
-	if schema == "" {
-		schema = "sluice"
-	}
+	schema := or(cfg.Schema, "sluice")
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, err
 	}
