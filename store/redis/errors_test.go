@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,13 +13,46 @@ import (
 
 // Every call that Redis does not answer in time says so: its error matches both
 // sluice.ErrUnavailable and context.DeadlineExceeded, so that the service counts it as a timeout.
+// And it costs no connection: once Redis answers again, the store decides on the ones it had.
 func TestTimeoutsSayDeadlineExceeded(t *testing.T) {
 	srv := redistest.StartServer(t)
 	s := openStore(t, srv.URL())
 	p := sluice.MustPolicy("frozen", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 10, WindowMs: 60_000}})
-	if _, err := s.Check(context.Background(), 0, p, "k", 1); err != nil {
-		t.Fatal(err) // connections are open before Redis stops answering
+	for _, k := range []string{"a", "b"} { // a batched run, and a pipelined command
+		if _, err := s.Check(context.Background(), 0, p, k, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Peek(context.Background(), 0, p, k); err != nil {
+			t.Fatal(err)
+		}
 	}
+	node := nodeClient(t, srv.Addr())
+	connections := func() string {
+		t.Helper()
+		info, err := do(t, node, "INFO", "stats").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "total_connections_received:") {
+				return line
+			}
+		}
+		t.Fatalf("no total_connections_received in INFO stats")
+		return ""
+	}
+	before := connections()
+	defer func() {
+		// After Thaw (deferred below, so run first): let the runs sent while Redis was frozen get
+		// their replies and give their connections back; they wait for them a second at most.
+		time.Sleep(1100 * time.Millisecond)
+		if _, err := s.Check(context.Background(), 0, p, "a", 1); err != nil {
+			t.Errorf("the first check after Redis answers again: %v", err)
+		}
+		if after := connections(); after != before {
+			t.Errorf("%s before the timeouts, %s after: timed-out calls cost connections", before, after)
+		}
+	}()
 	srv.Freeze()
 	defer srv.Thaw()
 	calls := []struct {
