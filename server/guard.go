@@ -46,6 +46,9 @@ func (g *guard) failed(parent, ctx context.Context, err error) bool {
 		errors.Is(err, sluice.ErrUnsupported) || parent.Err() != nil {
 		return false
 	}
+	if errors.Is(err, memory.ErrFull) {
+		return true // the key cap refused a new key: counted as a refusal, not a store failure
+	}
 	kind := "error"
 	if timedOut(ctx, err) {
 		kind = "timeout"
@@ -254,7 +257,17 @@ func (g *guard) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	defer cancel()
 	err := g.inner.CheckMany(bounded, now, p, keys, cost, out)
 	if g.failed(ctx, bounded, err) {
+		var full *memory.FullError
+		refused := errors.As(err, &full)
 		d, err := g.decide(err, p)
+		if refused && err == nil {
+			// Only the keys the memory store's cap refused are the fail mode's: the others were
+			// decided, and a denial among them must stand.
+			for _, i := range full.Refused {
+				out[i] = d
+			}
+			return nil
+		}
 		for i := range out {
 			out[i] = d
 		}

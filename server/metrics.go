@@ -65,8 +65,13 @@ func newMetrics(store any) *metrics {
 	}
 	if s, ok := store.(interface{ Evictions() uint64 }); ok {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_evictions_total", Help: "Keys evicted by the store's key cap before they were idle.",
+			Name: "sluice_evictions_total", Help: "Idle keys the store's key cap dropped to make room for new ones (a key still spending is never evicted).",
 		}, func() float64 { return float64(s.Evictions()) }))
+	}
+	if s, ok := store.(interface{ Refusals() uint64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_key_refusals_total", Help: "New keys the store's key cap refused, every key held still spending: decided by the fail mode.",
+		}, func() float64 { return float64(s.Refusals()) }))
 	}
 	return m
 }

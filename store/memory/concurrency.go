@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
 )
@@ -63,6 +64,10 @@ func (s *Store) Admit(_ context.Context, now int64, name, key, holder string, li
 	defer sh.mu.Unlock()
 	set := sh.keys[leaseKey{name, key}]
 	if set == nil {
+		if s.full() {
+			return sluice.Admission{}, ErrFull // a key with holders counts against MaxKeys
+		}
+		s.keys.Add(1)
 		set = sh.newSet()
 		set.add(strings.Clone(holder), exp)
 		if sh.keys == nil {
@@ -109,7 +114,7 @@ func (s *Store) Release(_ context.Context, name, key, holder string) error {
 	if exp == set.min {
 		set.loose = true
 	}
-	sh.dropIfEmpty(k, set)
+	sh.dropIfEmpty(k, set, &s.keys)
 	return nil
 }
 
@@ -133,7 +138,7 @@ func (s *Store) Heartbeat(_ context.Context, now int64, name, key, holder string
 	set.prune(now)
 	old, ok := set.holders[holder]
 	if !ok {
-		sh.dropIfEmpty(k, set)
+		sh.dropIfEmpty(k, set, &s.keys)
 		return sluice.ErrNotHeld
 	}
 	set.renew(holder, old, now+ttlMs)
@@ -141,13 +146,13 @@ func (s *Store) Heartbeat(_ context.Context, now int64, name, key, holder string
 }
 
 // sweep prunes the holders expired at now, dropping keys left without any.
-func (l *leases) sweep(now int64) {
+func (l *leases) sweep(now int64, n *atomic.Int64) {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
 		for k, set := range sh.keys {
 			set.prune(now)
-			sh.dropIfEmpty(k, set)
+			sh.dropIfEmpty(k, set, n)
 		}
 		sh.mu.Unlock()
 	}
@@ -176,12 +181,14 @@ func (sh *leaseShard) newSet() *leaseSet {
 	return &leaseSet{holders: make(map[string]int64, 1)}
 }
 
-// dropIfEmpty removes set, the set of k, from the shard if it has no holder left. sh.mu is held.
-func (sh *leaseShard) dropIfEmpty(k leaseKey, set *leaseSet) {
+// dropIfEmpty removes set, the set of k, from the shard if it has no holder left, and from the
+// store's count of keys n. sh.mu is held.
+func (sh *leaseShard) dropIfEmpty(k leaseKey, set *leaseSet, n *atomic.Int64) {
 	if len(set.holders) > 0 {
 		return
 	}
 	delete(sh.keys, k)
+	n.Add(-1)
 	// A set that grew large is left to the collector rather than kept: clear keeps a map's buckets.
 	if sh.spare == nil && set.peak <= 64 {
 		clear(set.holders)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -66,29 +67,6 @@ func liveKeys[S any](t *table[S]) []string {
 	return out
 }
 
-// nextVictim is the key evict would take next: the first live slot from the cursor that no one holds.
-func nextVictim[S any](t *table[S]) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	a := t.arr.Load()
-	n := len(a.slots)
-	for k := range n {
-		sl := &a.slots[(t.cursor+k)%n]
-		if !sl.isLive() {
-			continue
-		}
-		if t.word {
-			if sl.word().Load() == frozen {
-				continue
-			}
-		} else if sl.meta.Load()&locked != 0 {
-			continue
-		}
-		return a.keyOf(sl)
-	}
-	return ""
-}
-
 func hasKey(keys []string, k string) bool {
 	for _, x := range keys {
 		if x == k {
@@ -98,10 +76,10 @@ func hasKey(keys []string, k string) bool {
 	return false
 }
 
-// TestEvictionOrder pins down which key the MaxKeys cap evicts: an idle key first, which costs
-// nothing and is not counted; else the first key after the cursor that no check holds, which starts
-// over with a full budget and is counted.
-func TestEvictionOrder(t *testing.T) {
+// TestCapNeverEvictsSpending pins down what the MaxKeys cap does: at the cap a new key takes the
+// place of an idle key (forgetting it loosens nothing; counted as an eviction); with no idle key it
+// is refused with ErrFull (counted) and every key still spending keeps its state.
+func TestCapNeverEvictsSpending(t *testing.T) {
 	s := testStore(t, Config{Now: func() int64 { return internalT0 }, MaxKeys: 2})
 	p := sluice.MustPolicy("ev", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 60_000}})
 	sp := s.partsOf(p)[0].(*space[algo.FixedWindowState])
@@ -109,8 +87,8 @@ func TestEvictionOrder(t *testing.T) {
 	tbl := sp.shard(keyHash(s, keys[0]))
 	check := func(key string, cost int64) {
 		t.Helper()
-		if d, _ := s.Check(ctx0, 0, p, key, cost); !d.Allowed {
-			t.Fatalf("check of %s denied", key)
+		if d, err := s.Check(ctx0, 0, p, key, cost); err != nil || !d.Allowed {
+			t.Fatalf("check of %s: %+v, %v", key, d, err)
 		}
 	}
 
@@ -118,32 +96,44 @@ func TestEvictionOrder(t *testing.T) {
 	check(busy, 5)
 	check(idle, 2)
 	_ = s.Refund(ctx0, 0, p, idle, 2) // back to a fresh key's state: idle
-	check(keys[2], 1)                 // at the cap: the idle key goes, uncounted
-	if got := liveKeys(tbl); !hasKey(got, busy) || hasKey(got, idle) || s.Evictions() != 0 || s.Len() != 2 {
-		t.Fatalf("shard %v, Evictions %d, Len %d: want %s dropped as idle, nothing counted, Len 2",
+	check(keys[2], 1)                 // at the cap: the idle key goes
+	if got := liveKeys(tbl); !hasKey(got, busy) || hasKey(got, idle) || s.Evictions() != 1 || s.Len() != 2 {
+		t.Fatalf("shard %v, Evictions %d, Len %d: want %s dropped as idle, counted, Len 2",
 			got, s.Evictions(), s.Len(), idle)
 	}
 
-	// No key is idle now: the first one after the cursor goes, and it starts over.
-	victim := nextVictim(tbl)
-	check(keys[3], 1)
-	if got := liveKeys(tbl); hasKey(got, victim) || s.Evictions() != 1 || s.Len() != 2 {
-		t.Fatalf("shard %v, Evictions %d, Len %d: want %s evicted and counted, Len 2", got, s.Evictions(), s.Len(), victim)
+	// No key is idle now: a new key is refused, and changes nothing.
+	for _, k := range keys[3:] {
+		if _, err := s.Check(ctx0, 0, p, k, 1); !errors.Is(err, ErrFull) || !errors.Is(err, sluice.ErrUnavailable) {
+			t.Fatalf("check of new key %s at the cap: %v, want ErrFull matching ErrUnavailable", k, err)
+		}
 	}
-	if d, _ := s.Peek(ctx0, 0, p, victim); d.Remaining != 5 {
-		t.Fatalf("evicted key %s: remaining %d, want a full budget of 5", victim, d.Remaining)
+	if err := s.Debit(ctx0, 0, p, keys[3], 1); !errors.Is(err, ErrFull) {
+		t.Fatalf("debit of a new key at the cap: %v, want ErrFull", err)
+	}
+	if got := liveKeys(tbl); !hasKey(got, busy) || !hasKey(got, keys[2]) || len(got) != 2 || s.Refusals() != uint64(len(keys)-3+1) {
+		t.Fatalf("shard %v, Refusals %d: want %s and %s kept, %d refusals", got, s.Refusals(), busy, keys[2], len(keys)-3+1)
+	}
+	if d, _ := s.Peek(ctx0, 0, p, busy); d.Remaining != 0 || d.Allowed {
+		t.Fatalf("the spent key after the refusals: %+v, want still spent", d)
+	}
+	if _, err := s.Admit(ctx0, 0, "slots", "k", "h", 1, 1000); !errors.Is(err, ErrFull) {
+		t.Fatalf("admit of a new concurrency key at the cap: %v, want ErrFull", err)
 	}
 
-	// A slot held by a check is skipped.
-	held := nextVictim(tbl)
-	sl, v := tbl.get(keyHash(s, held), held, false)
-	if sl == nil {
-		t.Fatalf("%s not found", held)
+	// A composite or CheckAll step with a refused key consumes nothing.
+	if err := s.CheckAll(ctx0, 0, []sluice.Op{{Policy: p, Key: keys[2], Cost: 1}, {Policy: p, Key: keys[5], Cost: 1}}, make([]sluice.Decision, 2)); !errors.Is(err, ErrFull) {
+		t.Fatalf("CheckAll with a new key at the cap: %v, want ErrFull", err)
 	}
-	check(keys[4], 1)
-	tbl.unlock(sl, v)
-	if got := liveKeys(tbl); !hasKey(got, held) || !hasKey(got, keys[4]) || len(got) != 2 {
-		t.Fatalf("shard %v: want the held %s kept beside %s", got, held, keys[4])
+	if d, _ := s.Peek(ctx0, 0, p, keys[2]); d.Remaining != 4 {
+		t.Fatalf("%s after a refused CheckAll: %+v, want remaining 4 (nothing consumed)", keys[2], d)
+	}
+	// CheckMany decides the keys it holds and names the refused ones.
+	out := make([]sluice.Decision, 2)
+	err := s.CheckMany(ctx0, 0, p, []string{busy, keys[6]}, 1, out)
+	var full *FullError
+	if !errors.As(err, &full) || len(full.Refused) != 1 || full.Refused[0] != 1 || out[0].Allowed {
+		t.Fatalf("CheckMany(busy, new) = %+v, %v: want busy denied, key 1 refused", out, err)
 	}
 }
 
@@ -264,7 +254,7 @@ func TestSweepDuringCheckKeepsItsDefinition(t *testing.T) {
 	// ...the background sweep runs...
 	s.Sweep()
 	// ...and the check goes on, spending z's whole window.
-	if d := parts[0].check(keyHash(s, "z"), "z", clk.now(), 2); !d.Allowed || d.Remaining != 0 {
+	if d, _ := parts[0].check(keyHash(s, "z"), "z", clk.now(), 2); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the interleaved check: %+v", d)
 	}
 	if d, _ := lim.Check(ctx0, "api", "z", 1); d.Allowed {

@@ -12,14 +12,16 @@
 // replenished) is dropped by a background sweep, so dropping it never loosens a limit. A key of up
 // to 16 bytes is held in its slot, and costs the slot over the table's load (measured at 1M keys:
 // 44.5 bytes for GCRA, 55.5 for token bucket and fixed window, the key included; docs/benchmarks.md);
-// a longer key costs a copy of its bytes besides. Config.MaxKeys caps the number of keys: past it,
-// each new key takes the place of an idle key of its shard or, failing one, evicts a key that was
-// still spending, which forgets what it had spent (counted by Evictions). There is no goroutine or
-// timer per key.
+// a longer key costs a copy of its bytes besides. Config.MaxKeys caps the number of keys, concurrency
+// keys included: at it, each new key takes the place of an idle key of its shard (counted by
+// Evictions) or, failing one, is refused with ErrFull (counted by Refusals). A key still spending is
+// never evicted, since forgetting it would hand it a fresh budget. There is no goroutine or timer
+// per key.
 package memory
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -37,11 +39,12 @@ type Config struct {
 	// cached for a millisecond at a time while checks flow (see the package doc). A clock given here
 	// that runs backwards is held at the latest instant it returned.
 	Now func() int64
-	// MaxKeys caps the keys held across all policies; 0 means no cap. At the cap a new key evicts
-	// another key of the same shard: an idle one if there is one (forgetting it loosens nothing),
-	// else the next one in slot order that no check is holding, which then starts over with a full
-	// budget (counted by Evictions). The cap can be passed by a few keys while a shard has none to
-	// give.
+	// MaxKeys caps the keys held across all policies and concurrency names; 0 means no cap. At the
+	// cap a new key takes the place of an idle key of its shard, found among the next few hundred
+	// slots (forgetting an idle key loosens nothing; counted by Evictions); with none idle there,
+	// the operation that would create it fails with ErrFull (counted by Refusals) and changes no
+	// state, until keys go idle and the sweep or later inserts drop them. Keys still spending are
+	// never evicted. Concurrent inserts may pass the cap by a few keys.
 	MaxKeys int
 	// SweepInterval is how often idle keys are dropped. 0 means 10 seconds; negative disables the
 	// sweep (keys then stay until Reset or eviction).
@@ -79,6 +82,8 @@ type Store struct {
 	given     atomic.Int64
 	keys      atomic.Int64
 	evictions atomic.Uint64
+	refusals  atomic.Uint64
+	kicked    atomic.Int64 // when kick last started a sweep, unix ns
 
 	leases leases // the sluice.Concurrency state (concurrency.go)
 }
@@ -149,9 +154,28 @@ func (s *Store) Close() error {
 // Len is the number of keys held, over all policies and limits.
 func (s *Store) Len() int { return int(s.keys.Load()) }
 
-// Evictions counts the keys the MaxKeys cap evicted before they were idle: keys whose spending was
-// forgotten.
+// Evictions counts the idle keys the MaxKeys cap dropped, before the sweep would have, to make room
+// for new ones. Forgetting them loosened nothing.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
+
+// Refusals counts the new keys the MaxKeys cap refused (ErrFull): the store was full of keys still
+// spending.
+func (s *Store) Refusals() uint64 { return s.refusals.Load() }
+
+// ErrFull is the error of an operation that would create a key while the store is at
+// Config.MaxKeys and has no idle key to give up for it. It matches sluice.ErrUnavailable, so a
+// service answers it with the policy's fail mode.
+var ErrFull = fmt.Errorf("memory: at MaxKeys with no idle key to replace: %w", sluice.ErrUnavailable)
+
+// FullError is CheckMany's ErrFull: the keys at the indices in Refused were refused, and every
+// other key was decided as usual (its decision stands in out). It matches ErrFull.
+type FullError struct{ Refused []int }
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("%v (%d keys of the batch)", ErrFull, len(e.Refused))
+}
+
+func (e *FullError) Unwrap() error { return ErrFull }
 
 // Sweep drops every idle key now. The background sweep calls it; tests and tools may too. When callers pass their
 // own instants (replay), "now" is the earlier of the store's clock and the latest instant passed,
@@ -169,7 +193,7 @@ func (s *Store) Sweep() {
 			p.sweep(now)
 		}
 	}
-	s.leases.sweep(now) // and expired concurrency leases
+	s.leases.sweep(now, &s.keys) // and expired concurrency leases
 }
 
 // sweepNow is the instant at which keys are judged idle: the clock, or the latest instant callers
@@ -194,6 +218,18 @@ func (s *Store) sweepEvery(every time.Duration) {
 			s.Sweep()
 		}
 	}
+}
+
+// kick starts a sweep in the background after a refusal, at most one at a time and one a second:
+// the idle keys that would make room may be in other shards, which the refusing insert does not
+// look through.
+func (s *Store) kick() {
+	now := time.Now().UnixNano()
+	last := s.kicked.Load()
+	if now-last < int64(time.Second) || s.closed.Load() || !s.kicked.CompareAndSwap(last, now) {
+		return
+	}
+	go s.Sweep()
 }
 
 func (s *Store) full() bool { return s.max > 0 && s.keys.Load() >= s.max }
@@ -288,8 +324,7 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 	if now, err = s.begin(now); err != nil {
 		return d, err
 	}
-	s.check(now, s.bindingOf(p), key, cost, &d)
-	return d, nil
+	return d, s.check(now, s.bindingOf(p), key, cost, &d)
 }
 
 // CheckVerdict implements sluice.VerdictStore. For a composite policy it reports the binding
@@ -305,18 +340,27 @@ func (s *Store) CheckVerdict(_ context.Context, now int64, p *sluice.Policy, key
 		b = s.findBinding(p)
 	}
 	if b.single != nil {
-		return s.verdict(now, b, key, cost), nil
+		if v, ok := s.verdict(now, b, key, cost); ok {
+			return v, nil
+		}
+		return sluice.Verdict{}, ErrFull
 	}
 	var d sluice.Decision
-	s.check(now, b, key, cost, &d)
+	if err := s.check(now, b, key, cost, &d); err != nil {
+		return sluice.Verdict{}, err
+	}
 	return sluice.Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}, nil
 }
 
 // check decides the policy bound by b at an instant already resolved, writing the decision to *d.
-func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.Decision) {
+func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.Decision) error {
 	if b.single != nil {
-		*d = s.verdict(now, b, key, cost).Decision(b.limit)
-		return
+		v, ok := s.verdict(now, b, key, cost)
+		if !ok {
+			return ErrFull
+		}
+		*d = v.Decision(b.limit)
+		return nil
 	}
 	h := hash(s.seed, key)
 	steps := make([]step, len(b.def.parts))
@@ -324,11 +368,14 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 		steps[i] = step{part: part, h: h, key: key, cost: b.policy.Cost(i, cost)}
 	}
 	out := make([]sluice.Decision, len(steps))
-	atomically(now, steps, out)
+	if err := atomically(now, steps, out); err != nil {
+		return err
+	}
 	*d = sluice.Combine(out)
+	return nil
 }
 
-// verdict decides the policy of one limit bound by b.
+// verdict decides the policy of one limit bound by b; ok is false when the cap refused a new key.
 //
 // A GCRA, token bucket or fixed window limit (the common case, and the hot one) is decided with
 // the strategy's concrete type: through the generic part it would cost an interface call and
@@ -340,7 +387,7 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 // key present and its slot free, is inlined here, and getWords does the rest. Token bucket holds
 // the lock only for Spend, as GCRA's swap waits only on it; fixed window's window bounds are a
 // division whichever side of the lock they fall, and splitting its Decide measured no better.
-func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Verdict {
+func (s *Store) verdict(now int64, b *binding, key string, cost int64) (_ sluice.Verdict, ok bool) {
 	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
 	switch sp := b.single.(type) {
@@ -360,40 +407,49 @@ func (s *Store) verdict(now int64, b *binding, key string, cost int64) sluice.Ve
 				}
 				next, ok := g.Spend(old, now, cost)
 				if t.swap(sl, old, next) {
-					return g.Verdict(old, next, now, cost, ok)
+					return g.Verdict(old, next, now, cost, ok), true
 				}
 			}
 		}
 		sl, old := t.getWords(h, key, w0, w1, true)
+		if sl == nil {
+			return sluice.Verdict{}, false
+		}
 		next, v := g.Decide(old, now, cost)
 		t.unlock(sl, next)
-		return v
+		return v, true
 	case *space[algo.TokenBucketState]:
 		t, tb := sp.shard(h), b.alg.(*algo.TokenBucket)
 		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
 			if m, ok := lockPair(sl); ok {
 				next, tokens := tb.Spend(sl.state, now, cost)
 				unlockPair(sl, m, next)
-				return tb.Verdict(tokens, now, cost)
+				return tb.Verdict(tokens, now, cost), true
 			}
 		}
 		sl, old := t.getWords(h, key, w0, w1, true)
+		if sl == nil {
+			return sluice.Verdict{}, false
+		}
 		next, v := tb.Decide(old, now, cost)
 		t.unlock(sl, next)
-		return v
+		return v, true
 	case *space[algo.FixedWindowState]:
 		t, fw := sp.shard(h), b.alg.(*algo.FixedWindow)
 		if sl, _ := t.arr.Load().findWords(h, key, w0, w1); sl != nil {
 			if m, ok := lockPair(sl); ok {
 				next, v := fw.Decide(sl.state, now, cost)
 				unlockPair(sl, m, next)
-				return v
+				return v, true
 			}
 		}
 		sl, old := t.getWords(h, key, w0, w1, true)
+		if sl == nil {
+			return sluice.Verdict{}, false
+		}
 		next, v := fw.Decide(old, now, cost)
 		t.unlock(sl, next)
-		return v
+		return v, true
 	}
 	return b.single.check(h, key, now, cost)
 }
@@ -405,8 +461,14 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		return err
 	}
 	b := s.bindingOf(p)
+	var refused []int
 	for i, k := range keys {
-		s.check(now, b, k, cost, &out[i])
+		if err := s.check(now, b, k, cost, &out[i]); err != nil {
+			refused = append(refused, i) // the other keys are decided and stand
+		}
+	}
+	if refused != nil {
+		return &FullError{Refused: refused}
 	}
 	return nil
 }
@@ -428,7 +490,9 @@ func (s *Store) CheckAll(_ context.Context, now int64, ops []sluice.Op, out []sl
 	}
 	first[len(ops)] = len(steps)
 	decisions := make([]sluice.Decision, len(steps))
-	atomically(now, steps, decisions)
+	if err := atomically(now, steps, decisions); err != nil {
+		return err
+	}
 	for i := range ops {
 		if ds := decisions[first[i]:first[i+1]]; len(ds) == 1 {
 			out[i] = ds[0]
@@ -482,15 +546,15 @@ func (s *Store) Refund(_ context.Context, now int64, p *sluice.Policy, key strin
 }
 
 // onCostLimits applies op with cost to key in every part of p whose limit counts cost.
-func (s *Store) onCostLimits(now int64, p *sluice.Policy, key string, cost int64, op func(part, uint64, string, int64, int64)) error {
+func (s *Store) onCostLimits(now int64, p *sluice.Policy, key string, cost int64, op func(part, uint64, string, int64, int64) bool) error {
 	now, err := s.begin(now)
 	if err != nil {
 		return err
 	}
 	h := hash(s.seed, key)
 	for i, pt := range s.partsOf(p) {
-		if p.Limits()[i].Unit == sluice.UnitCost {
-			op(pt, h, key, now, cost)
+		if p.Limits()[i].Unit == sluice.UnitCost && !op(pt, h, key, now, cost) {
+			return ErrFull
 		}
 	}
 	return nil

@@ -24,12 +24,12 @@ const numShards = 64
 
 // part is the state of one limit of one policy, whatever its strategy.
 type part interface {
-	// check decides a policy of this one limit.
-	check(h uint64, key string, now, cost int64) sluice.Verdict
+	// check decides a policy of this one limit; ok is false when the cap refused a new key.
+	check(h uint64, key string, now, cost int64) (v sluice.Verdict, ok bool)
 	peek(h uint64, key string, now int64) sluice.Decision
 	forecast(h uint64, key string, now, cost int64) sluice.Forecast
-	refund(h uint64, key string, now, cost int64)
-	debit(h uint64, key string, now, cost int64)
+	refund(h uint64, key string, now, cost int64) bool
+	debit(h uint64, key string, now, cost int64) bool
 	reset(h uint64, key string)
 	sweep(now int64)
 	len() int
@@ -41,7 +41,8 @@ type part interface {
 	// it reports ok false when the caller must release what it holds and call prepare first.
 	hold(h uint64, key string) (held, bool)
 	// prepare does what hold could not do without blocking: it waits out a rebuild and creates key.
-	prepare(h uint64, key string)
+	// It reports false when the cap refused key.
+	prepare(h uint64, key string) bool
 }
 
 // held is one locked slot of a multi-key step. It keeps the slot's state from before the step so
@@ -92,12 +93,15 @@ func (sp *space[S]) shard(h uint64) *table[S] { return &sp.shards[h%numShards] }
 
 // check decides a policy of this one limit through the strategy's interface, with the slot locked.
 // Store.verdict decides GCRA, token bucket and fixed window limits without it.
-func (sp *space[S]) check(h uint64, key string, now, cost int64) sluice.Verdict {
+func (sp *space[S]) check(h uint64, key string, now, cost int64) (sluice.Verdict, bool) {
 	t := sp.shard(h)
 	s, v := t.get(h, key, true)
+	if s == nil {
+		return sluice.Verdict{}, false
+	}
 	v, verdict := sp.alg.Decide(v, now, cost)
 	t.unlock(s, v)
-	return verdict
+	return verdict, true
 }
 
 // Peek and Forecast read the state under the slot's lock: a sliding window's state shares its
@@ -123,18 +127,23 @@ func (sp *space[S]) forecast(h uint64, key string, now, cost int64) sluice.Forec
 	return f
 }
 
-func (sp *space[S]) refund(h uint64, key string, now, cost int64) {
+func (sp *space[S]) refund(h uint64, key string, now, cost int64) bool {
 	t := sp.shard(h)
 	if s, v := t.get(h, key, false); s != nil {
 		t.unlock(s, sp.alg.Refund(v, now, cost))
 	}
+	return true // a refund creates no key: the cap never refuses it
 }
 
-// debit charges cost to key, creating it if absent.
-func (sp *space[S]) debit(h uint64, key string, now, cost int64) {
+// debit charges cost to key, creating it if absent; false if the cap refused it.
+func (sp *space[S]) debit(h uint64, key string, now, cost int64) bool {
 	t := sp.shard(h)
 	s, v := t.get(h, key, true)
+	if s == nil {
+		return false
+	}
 	t.unlock(s, sp.alg.Debit(v, now, cost))
+	return true
 }
 
 func (sp *space[S]) reset(h uint64, key string) { sp.shard(h).reset(h, key) }
@@ -173,10 +182,14 @@ func (sp *space[S]) hold(h uint64, key string) (held, bool) {
 	return &heldSlot[S]{sp: sp, t: t, s: s, v: v, saved: sp.alg.Clone(v)}, true
 }
 
-func (sp *space[S]) prepare(h uint64, key string) {
+func (sp *space[S]) prepare(h uint64, key string) bool {
 	t := sp.shard(h)
 	s, v := t.get(h, key, true)
+	if s == nil {
+		return false
+	}
 	t.unlock(s, v)
+	return true
 }
 
 // heldSlot is a slot locked by a multi-key step: v is its state as the step goes, saved as it was.

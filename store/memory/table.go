@@ -39,7 +39,7 @@ type table[S any] struct {
 	mu   sync.Mutex // guards inserts, deletes, rebuilds, and live, dead and cursor
 	live int        // live slots
 	dead int        // dead slots in arr
-	// cursor is where eviction looks for a victim next.
+	// cursor is where the cap's search for an idle key resumes.
 	cursor int
 }
 
@@ -264,8 +264,9 @@ func (t *table[S]) retire(s *slot[S], kind uint64) {
 	s.meta.Store(s.meta.Load()&^kindMask | kind)
 }
 
-// get returns key's slot locked, with its state; nil if key is absent and create is false. A created
-// key holds the zero state: a fresh key.
+// get returns key's slot locked, with its state; nil if key is absent and create is false, or if
+// the store is at MaxKeys and the shard has no idle key to give up for it (counted in Refusals). A
+// created key holds the zero state: a fresh key.
 func (t *table[S]) get(h uint64, key string, create bool) (*slot[S], S) {
 	w0, w1 := words(key)
 	return t.getWords(h, key, w0, w1, create)
@@ -287,7 +288,8 @@ func (t *table[S]) getWords(h uint64, key string, w0, w1 uint64, create bool) (*
 			var zero S
 			return nil, zero
 		default:
-			if s := t.insert(h, key); s != nil {
+			s, refused := t.insert(h, key)
+			if s != nil || refused {
 				var zero S
 				return s, zero
 			}
@@ -307,30 +309,35 @@ func (t *table[S]) swap(s *slot[S], old, next S) bool {
 	return o == n || s.word().CompareAndSwap(o, n)
 }
 
-// insert adds key, locked, or returns nil if a concurrent insert won the race; the caller looks again.
-func (t *table[S]) insert(h uint64, key string) *slot[S] {
+// insert adds key, locked. It returns nil if a concurrent insert won the race (the caller looks
+// again), or nil and refused if the cap leaves no room.
+func (t *table[S]) insert(h uint64, key string) (s *slot[S], refused bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.arr.Load()
 	if s, _ := a.find(h, key); s != nil {
-		return nil
+		return nil, false
+	}
+	if !t.makeRoom() {
+		return nil, true
 	}
 	if !a.room(t, key) {
 		a = t.rebuild(t.live+1, len(key) > inlineKey)
 	}
-	return t.place(a, h, key)
+	return t.place(a, h, key), false
 }
 
 // tryInsert is insert for a caller that holds other slots: it never blocks. It returns nil when the
-// mutex is busy, the key appeared meanwhile or the array needs a rebuild, which the caller must not
-// wait for while it holds slots.
+// mutex is busy, the key appeared meanwhile, the array needs a rebuild (which the caller must not
+// wait for while it holds slots) or the store is at its cap; the caller then lets go and calls
+// insert, which tells a refusal apart.
 func (t *table[S]) tryInsert(h uint64, key string) *slot[S] {
 	if !t.mu.TryLock() {
 		return nil
 	}
 	defer t.mu.Unlock()
 	a := t.arr.Load()
-	if s, _ := a.find(h, key); s != nil || !a.room(t, key) {
+	if s, _ := a.find(h, key); s != nil || !a.room(t, key) || t.store.full() {
 		return nil
 	}
 	return t.place(a, h, key)
@@ -347,9 +354,6 @@ func (a *array[S]) room(t *table[S], key string) bool {
 // place puts key, locked, in the first empty slot of its probe sequence. The caller holds the
 // mutex and has made room.
 func (t *table[S]) place(a *array[S], h uint64, key string) *slot[S] {
-	if t.store.full() {
-		t.evict()
-	}
 	s := a.empty(h)
 	s.key[0], s.key[1] = words(key)
 	if len(key) > inlineKey {
@@ -464,15 +468,24 @@ func (t *table[S]) sweep(now int64) {
 	}
 }
 
-// evict makes room for one key under the store's cap. It deletes the first key after the cursor
-// that is idle, so that forgetting it loosens nothing; failing that, the first key no check holds.
-// The caller holds the mutex.
-func (t *table[S]) evict() {
+// evictScan is how many slots one insert at the cap looks through for an idle key: a flood of new
+// keys then costs a bounded scan each, not one of the whole shard. The cursor moves on, so
+// successive inserts look at successive slots.
+const evictScan = 256
+
+// makeRoom reports whether a key may be inserted under the store's cap: below it, or at it once an
+// idle key of this shard is deleted, since forgetting an idle key loosens nothing. A key that is
+// still spending is never evicted: forgetting it would give it a fresh budget. So at the cap with
+// none idle among the slots looked at, the new key is refused (counted) until the sweep or an
+// insert finds keys gone idle. The caller holds the mutex.
+func (t *table[S]) makeRoom() bool {
+	if !t.store.full() {
+		return true
+	}
 	a := t.arr.Load()
 	n := len(a.slots)
 	now := t.store.sweepNow()
-	victim := -1
-	for k := 0; k < n; k++ {
+	for k := 0; k < min(n, evictScan); k++ {
 		i := (t.cursor + k) % n
 		s := &a.slots[i]
 		if !s.isLive() {
@@ -484,21 +497,16 @@ func (t *table[S]) evict() {
 		}
 		if t.idle(v, now) {
 			t.remove(s)
-			return
+			t.cursor = (i + 1) % n
+			t.store.evictions.Add(1)
+			return true
 		}
 		t.unlock(s, v)
-		if victim < 0 {
-			victim = i
-		}
 	}
-	if victim < 0 {
-		return
-	}
-	if _, ok := t.tryLock(&a.slots[victim]); ok {
-		t.remove(&a.slots[victim])
-		t.cursor = (victim + 1) % n
-		t.store.evictions.Add(1)
-	}
+	t.cursor = (t.cursor + min(n, evictScan)) % n
+	t.store.refusals.Add(1)
+	t.store.kick()
+	return false
 }
 
 // reset deletes key if present.

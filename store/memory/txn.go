@@ -22,8 +22,9 @@ type step struct {
 //
 // Slots are locked in one global order (part, hash, key), so two multi-key steps never wait on each
 // other. A slot that cannot be locked without blocking (a rebuild, a key to create) makes it let go
-// of everything, prepare that slot, and start over.
-func atomically(now int64, steps []step, out []sluice.Decision) {
+// of everything, prepare that slot, and start over. It returns ErrFull, having changed no state,
+// when the cap refuses a key.
+func atomically(now int64, steps []step, out []sluice.Decision) error {
 	order := make([]int, len(steps))
 	for i := range order {
 		order[i] = i
@@ -56,7 +57,9 @@ func atomically(now int64, steps []step, out []sluice.Decision) {
 			for _, hd := range locked {
 				hd.unlock()
 			}
-			stuck.part.prepare(stuck.h, stuck.key)
+			if !stuck.part.prepare(stuck.h, stuck.key) {
+				return ErrFull
+			}
 			continue
 		}
 		break
@@ -72,4 +75,5 @@ func atomically(now int64, steps []step, out []sluice.Decision) {
 		}
 		hd.unlock()
 	}
+	return nil
 }
