@@ -53,6 +53,13 @@ const (
 	DefaultStore = "memory"
 	DefaultHTTP  = "127.0.0.1:8080"
 	DefaultGRPC  = "127.0.0.1:8081"
+	// DefaultMaxKeys bounds the embedded store: about 100 MB of keys at the sizes measured in
+	// docs/benchmarks.md, with room for the process.
+	DefaultMaxKeys = 1_000_000
+	// DefaultMaxSlotTTL, DefaultMaxSlotLimit and DefaultMaxSettle bound what one call may ask.
+	DefaultMaxSlotTTL   = time.Hour
+	DefaultMaxSlotLimit = 100_000
+	DefaultMaxSettle    = 1_000_000_000
 )
 
 // FailMode says what a check answers when the store cannot: FailOpen allows, FailClosed denies.
@@ -77,6 +84,17 @@ type Config struct {
 	Envoy []string
 	// Streams is the streams section; nil when the file has none.
 	Streams *Streams
+	// MaxKeys caps the keys the embedded (memory) store holds, concurrency keys included; default
+	// DefaultMaxKeys. At the cap a new key takes an idle key's place or, with none idle, is refused
+	// and decided by the fail mode. Read at start only.
+	MaxKeys int
+	// MaxSlotTTL is the longest ttlMs an admit or heartbeat may ask; default DefaultMaxSlotTTL.
+	MaxSlotTTL time.Duration
+	// MaxSlotLimit is the largest concurrency limit an admit may ask; default DefaultMaxSlotLimit.
+	MaxSlotLimit int64
+	// MaxSettle is the largest reserved or actual a settle may carry, so one call cannot put a key
+	// deeper in debt than this; default DefaultMaxSettle.
+	MaxSettle int64
 }
 
 // Streams configures stream mode: the store of its log and outputs, and its queries.
@@ -134,6 +152,10 @@ type file struct {
 	Policies     map[string]rawPolicy `yaml:"policies"`
 	Envoy        []string             `yaml:"envoy"`
 	Streams      *rawStreams          `yaml:"streams"`
+	MaxKeys      *int                 `yaml:"maxKeys"`
+	MaxSlotTTL   string               `yaml:"maxSlotTtl"`
+	MaxSlotLimit *int64               `yaml:"maxSlotLimit"`
+	MaxSettle    *int64               `yaml:"maxSettle"`
 }
 
 type rawStreams struct {
@@ -211,6 +233,9 @@ func Parse(data []byte) (*Config, error) {
 		}
 		c.StoreTimeout = d
 	}
+	if err := c.bounds(f); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(f.Policies))
 	for name := range f.Policies {
 		names = append(names, name)
@@ -242,6 +267,37 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
+// bounds applies the file's ceilings, or their defaults.
+func (c *Config) bounds(f file) *Error {
+	c.MaxKeys, c.MaxSlotTTL, c.MaxSlotLimit, c.MaxSettle = DefaultMaxKeys, DefaultMaxSlotTTL, DefaultMaxSlotLimit, DefaultMaxSettle
+	if f.MaxKeys != nil {
+		if *f.MaxKeys < 1 {
+			return fail("maxKeys", "must be at least 1, got %d", *f.MaxKeys)
+		}
+		c.MaxKeys = *f.MaxKeys
+	}
+	if f.MaxSlotTTL != "" {
+		d, err := time.ParseDuration(f.MaxSlotTTL)
+		if err != nil || d < time.Millisecond || d.Milliseconds() > sluice.MaxConcurrencyTTLMs {
+			return fail("maxSlotTtl", "must be a duration from 1ms to about 35 years, such as 1h, got %q", f.MaxSlotTTL)
+		}
+		c.MaxSlotTTL = d
+	}
+	if f.MaxSlotLimit != nil {
+		if *f.MaxSlotLimit < 1 {
+			return fail("maxSlotLimit", "must be at least 1, got %d", *f.MaxSlotLimit)
+		}
+		c.MaxSlotLimit = *f.MaxSlotLimit
+	}
+	if f.MaxSettle != nil {
+		if *f.MaxSettle < 1 || *f.MaxSettle > 1<<53 {
+			return fail("maxSettle", "must be from 1 to 2^53, got %d", *f.MaxSettle)
+		}
+		c.MaxSettle = *f.MaxSettle
+	}
+	return nil
+}
+
 // Check validates the fields that flags may override: call it after changing them.
 func (c *Config) Check() error {
 	if err := c.check(); err != nil {
@@ -249,6 +305,9 @@ func (c *Config) Check() error {
 	}
 	if c.StoreTimeout < 0 {
 		return fail("storeTimeout", "must be positive, got %v", c.StoreTimeout)
+	}
+	if c.MaxKeys < 0 {
+		return fail("maxKeys", "must be at least 1, got %d", c.MaxKeys)
 	}
 	return nil
 }
@@ -598,7 +657,7 @@ func globCheck(pattern string) (string, error) {
 
 // Keys a file may hold, by level: checkKeys names an unknown one by its path.
 var (
-	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams"}
+	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle"}
 	streamsKeys = []string{"store", "queries"}
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",

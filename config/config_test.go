@@ -47,7 +47,8 @@ func TestDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustParse(t, tt.yaml)
 			want := &config.Config{Store: "memory", HTTP: "127.0.0.1:8080", GRPC: "127.0.0.1:8081",
-				FailMode: config.FailOpen}
+				FailMode: config.FailOpen, MaxKeys: config.DefaultMaxKeys, MaxSlotTTL: config.DefaultMaxSlotTTL,
+				MaxSlotLimit: config.DefaultMaxSlotLimit, MaxSettle: config.DefaultMaxSettle}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("Parse = %+v, want %+v", c, want)
 			}
@@ -461,6 +462,44 @@ func TestStreamsErrors(t *testing.T) {
 			}
 			if ce.Path != tt.path {
 				t.Errorf("path %q (%v), want %q", ce.Path, err, tt.path)
+			}
+		})
+	}
+}
+
+// TestBounds: the ceilings default when absent, take the file's values, and name their field when
+// out of range.
+func TestBounds(t *testing.T) {
+	cases := []struct {
+		name, yaml, path string
+		want             config.Config // only the ceilings are compared
+	}{
+		{name: "defaults", yaml: "", want: config.Config{MaxKeys: config.DefaultMaxKeys, MaxSlotTTL: config.DefaultMaxSlotTTL,
+			MaxSlotLimit: config.DefaultMaxSlotLimit, MaxSettle: config.DefaultMaxSettle}},
+		{name: "set", yaml: "maxKeys: 10\nmaxSlotTtl: 30s\nmaxSlotLimit: 5\nmaxSettle: 1000",
+			want: config.Config{MaxKeys: 10, MaxSlotTTL: 30 * time.Second, MaxSlotLimit: 5, MaxSettle: 1000}},
+		{name: "maxKeys zero", yaml: "maxKeys: 0", path: "maxKeys"},
+		{name: "maxSlotTtl bad", yaml: "maxSlotTtl: forever", path: "maxSlotTtl"},
+		{name: "maxSlotTtl negative", yaml: "maxSlotTtl: -1s", path: "maxSlotTtl"},
+		{name: "maxSlotLimit zero", yaml: "maxSlotLimit: 0", path: "maxSlotLimit"},
+		{name: "maxSettle above 2^53", yaml: "maxSettle: 9007199254740993", path: "maxSettle"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(c.yaml))
+			if c.path != "" {
+				var ce *config.Error
+				if !errors.As(err, &ce) || ce.Path != c.path {
+					t.Fatalf("Parse(%q) = %v, want an error at %s", c.yaml, err, c.path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := config.Config{MaxKeys: cfg.MaxKeys, MaxSlotTTL: cfg.MaxSlotTTL, MaxSlotLimit: cfg.MaxSlotLimit, MaxSettle: cfg.MaxSettle}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("ceilings %+v, want %+v", got, c.want)
 			}
 		})
 	}

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
 
 // Admit takes one of limit slots of (name, key) for holder until its lease of ttlMs ends, or
@@ -13,6 +15,9 @@ import (
 func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
 	start := time.Now()
 	defer s.observe("admit", start)
+	if err := s.slotBounds(limit, ttlMs); err != nil {
+		return sluice.Admission{}, err
+	}
 	ctx, err := s.at(ctx, now)
 	if err != nil {
 		return sluice.Admission{}, err
@@ -45,6 +50,9 @@ func (s *Server) Release(ctx context.Context, name, key, holder string) error {
 func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder string, ttlMs int64) error {
 	start := time.Now()
 	defer s.observe("heartbeat", start)
+	if err := s.slotBounds(1, ttlMs); err != nil {
+		return err
+	}
 	ctx, err := s.at(ctx, now)
 	if err != nil {
 		return err
@@ -56,6 +64,26 @@ func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder str
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
 	return s.guard.check(ctx, bounded, c.Heartbeat(bounded, sluice.NowFrom(ctx), name, key, holder, ttlMs))
+}
+
+// slotBounds refuses a slot limit or lease longer than the config's ceilings (maxSlotLimit,
+// maxSlotTtl): a caller could otherwise hold a slot, and its memory, for decades.
+func (s *Server) slotBounds(limit, ttlMs int64) error {
+	cfg := s.cfg.Load()
+	maxLimit, maxTTL := cfg.MaxSlotLimit, cfg.MaxSlotTTL
+	if maxLimit == 0 {
+		maxLimit = config.DefaultMaxSlotLimit
+	}
+	if maxTTL == 0 {
+		maxTTL = config.DefaultMaxSlotTTL
+	}
+	if limit > maxLimit {
+		return &sluice.InvalidError{Field: "limit", Reason: fmt.Sprintf("%d is above the server's maxSlotLimit %d", limit, maxLimit)}
+	}
+	if ttlMs > maxTTL.Milliseconds() {
+		return &sluice.InvalidError{Field: "ttlMs", Reason: fmt.Sprintf("%d is above the server's maxSlotTtl, %d ms", ttlMs, maxTTL.Milliseconds())}
+	}
+	return nil
 }
 
 // concurrency is the store's concurrency limits, or sluice.ErrUnsupported.

@@ -407,12 +407,33 @@ func (s *Server) Refund(ctx context.Context, now int64, policy, key string, cost
 // difference or debits the excess (sluice.Limiter.Settle).
 func (s *Server) Settle(ctx context.Context, now int64, policy, key string, reserved, actual int64) error {
 	start := time.Now()
-	ctx, err := s.at(ctx, now)
+	err := s.settleBounds(reserved, actual)
+	if err == nil {
+		ctx, err = s.at(ctx, now)
+	}
 	if err == nil {
 		err = s.lim.Settle(ctx, policy, key, reserved, actual)
 	}
 	s.observe("settle", start)
 	return err
+}
+
+// settleBounds refuses a settle whose reserved or actual passes the config's maxSettle: one call
+// could otherwise put a key 2^53 units into debt.
+func (s *Server) settleBounds(reserved, actual int64) error {
+	ceil := s.cfg.Load().MaxSettle
+	if ceil == 0 {
+		ceil = config.DefaultMaxSettle
+	}
+	for _, v := range []struct {
+		field string
+		n     int64
+	}{{"reserved", reserved}, {"actual", actual}} {
+		if v.n > ceil {
+			return &sluice.InvalidError{Field: v.field, Reason: fmt.Sprintf("%d is above the server's maxSettle %d", v.n, ceil)}
+		}
+	}
+	return nil
 }
 
 // Reset forgets key under policy.

@@ -40,6 +40,7 @@ type serveFlags struct {
 	gateKeyHeader             string
 	reloadEvery               time.Duration
 	resetQueries              []string
+	maxKeys                   int
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -64,8 +65,16 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil
 	})
 	fs.DurationVar(&f.reloadEvery, "reload-every", time.Second, "how often to look for a changed config file (SIGHUP reloads at once)")
+	fs.IntVar(&f.maxKeys, "max-keys", 0, "keys the embedded store may hold, overriding the config's maxKeys (default 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	// Checked before anything listens: time.NewTicker panics on a period of 0 or less.
+	if f.reloadEvery <= 0 {
+		return nil, fmt.Errorf("--reload-every must be a positive duration such as 1s, got %v", f.reloadEvery)
+	}
+	if f.maxKeys < 0 {
+		return nil, fmt.Errorf("--max-keys must be at least 1, got %d", f.maxKeys)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -92,6 +101,9 @@ func (f *serveFlags) load() (*config.Config, error) {
 		if o.flag != "" {
 			*o.field = o.flag
 		}
+	}
+	if f.maxKeys > 0 {
+		cfg.MaxKeys = f.maxKeys
 	}
 	return cfg, cfg.Check()
 }
@@ -150,7 +162,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, closer, err := openStore(cfg.Store)
+	store, closer, err := openStoreWith(cfg.Store, cfg.MaxKeys)
 	if err != nil {
 		return err
 	}
@@ -243,6 +255,11 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 
 	reload := func() {
 		next, err := f.load()
+		if err == nil && len(next.Policies) == 0 && len(next.Envoy) == 0 {
+			// Most likely a file caught half-written or emptied by mistake: every check would
+			// answer 404. An empty config is allowed at start only.
+			err = errors.New("the config holds no policies and no envoy rules; keeping the one in force")
+		}
 		if err == nil {
 			var r *envoy.Rules
 			if r, err = loadRules(next); err == nil {

@@ -20,10 +20,13 @@ const supportedStores = "memory (or memory://), redis://host:port[/db], redis-se
 const openTimeout = 30 * time.Second
 
 // openStore opens the store that url names; the closer releases it. Shared stores plug in here.
-func openStore(url string) (sluice.Store, io.Closer, error) {
+func openStore(url string) (sluice.Store, io.Closer, error) { return openStoreWith(url, 0) }
+
+// openStoreWith is openStore with the embedded store's key cap (0: none).
+func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
 	switch url {
 	case "memory", "memory://":
-		s := memory.New(memory.Config{})
+		s := memory.New(memory.Config{MaxKeys: maxKeys})
 		return s, s, nil
 	}
 	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") || strings.HasPrefix(url, "redis-") || strings.HasPrefix(url, "rediss-") {
