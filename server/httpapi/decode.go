@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 )
@@ -55,6 +56,11 @@ func decodeObject(data []byte, path string, fields []field) error {
 		if string(raw) == "null" {
 			return invalidf("%s%s: must be %s, not null", path, name, fields[i].want)
 		}
+		// encoding/json turns invalid UTF-8 and lone surrogates into U+FFFD, so that distinct
+		// keys would share a bucket: refuse them instead. Nested objects check their own members.
+		if _, nested := fields[i].dst.(*[]json.RawMessage); !nested && !validText(raw) {
+			return invalidf("%s%s: holds invalid UTF-8 or an unpaired surrogate escape", path, name)
+		}
 		if err := json.Unmarshal(raw, fields[i].dst); err != nil {
 			return invalidf("%s%s: must be %s", path, name, fields[i].want)
 		}
@@ -71,6 +77,66 @@ func decodeObject(data []byte, path string, fields []field) error {
 		}
 	}
 	return nil
+}
+
+// validText reports whether the JSON text raw is valid UTF-8 whose \u escapes pair every
+// surrogate (U+D800–U+DFFF), so that its strings decode without replacement characters.
+func validText(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(raw):
+			i++
+			if raw[i] != 'u' {
+				continue
+			}
+			r, ok := hex4(raw, i+1)
+			if !ok {
+				return false // encoding/json refuses it anyway
+			}
+			i += 4
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff: // a low half with no high half before it
+				return false
+			case r >= 0xd800 && r <= 0xdbff: // a high half must be followed by a low half
+				if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+					return false
+				}
+				lo, ok := hex4(raw, i+3)
+				if !ok || lo < 0xdc00 || lo > 0xdfff {
+					return false
+				}
+				i += 6
+			}
+		}
+	}
+	return true
+}
+
+// hex4 reads the four hex digits at raw[i:].
+func hex4(raw []byte, i int) (rune, bool) {
+	if i+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range raw[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func indexOf(fields []field, name string) int {

@@ -1,9 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"mime"
+	"net/http"
+	"net/url"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/stream"
@@ -24,6 +31,8 @@ func FuzzDecode(f *testing.F) {
 		`{"policy":null,"key":"k"}`,
 		`{"items":[1]}`,
 		`[`, ``, `"x"`, `{"policy":"\ud800","key":"k"}`,
+		`{"policy":"p","key":"x\udc00y"}`, "{\"policy\":\"p\",\"key\":\"x\xffy\"}",
+		`{"policy":"p","key":"\ud83d\ude00"}`, `{"policy":"p","key":"\ufffd"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -45,6 +54,12 @@ func FuzzDecode(f *testing.F) {
 			}
 			if got := single(req); got != want {
 				t.Fatalf("decodeCheck(%q) = %+v, encoding/json reads %+v", data, got, want)
+			}
+			// No key or policy is a replacement encoding/json made: one raw key, one bucket.
+			for _, str := range []string{req.Policy, req.Key} {
+				if !utf8.ValidString(str) || strings.ContainsRune(str, utf8.RuneError) && !mayHoldFFFD(data) {
+					t.Fatalf("decodeCheck(%q) accepted %q, a replacement of invalid text", data, str)
+				}
 			}
 		}
 		if req, err := decodeCheckMany(data); err == nil {
@@ -225,5 +240,90 @@ func FuzzDecodeSlot(f *testing.F) {
 				t.Fatalf("decodeSlot(%q, %d) = %+v, encoding/json reads %+v", data, op, req, want)
 			}
 		}
+	})
+}
+
+// mayHoldFFFD reports whether data spells U+FFFD itself, raw or escaped.
+func mayHoldFFFD(data []byte) bool {
+	return bytes.Contains(data, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(data), []byte(`\ufffd`))
+}
+
+// FuzzGate feeds any query and key header to the gate's parser. It never panics; whatever it
+// accepts has at most one of each parameter, none empty, and a UTF-8 key that is the one given.
+func FuzzGate(f *testing.F) {
+	for _, seed := range []struct{ query, header string }{
+		{"key=k", ""}, {"key=k&cost=3&now=1700000000000&denyStatus=403", ""}, {"", "h"},
+		{"key=", "h"}, {"key=%zz", ""}, {"key=a;b", ""}, {"key=a&key=b", ""}, {"cost=1&cost=2", ""},
+		{"cost=", ""}, {"key=x%FFy", ""}, {"", "x\xffy"}, {"denyStatus=500", ""}, {"key=%E2%82%AC", ""},
+	} {
+		f.Add(seed.query, seed.header)
+	}
+	f.Fuzz(func(t *testing.T, query, key string) {
+		h := http.Header{}
+		if key != "" {
+			h.Set("X-Api-Key", key)
+		}
+		p, err := parseGate(query, h, "X-Api-Key")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "httpapi: ") {
+				t.Fatalf("parseGate(%q, %q): error %q names no package", query, key, err)
+			}
+			return
+		}
+		if !utf8.ValidString(p.key) || p.deny != 429 && p.deny != 403 {
+			t.Fatalf("parseGate(%q, %q) = %+v", query, key, p)
+		}
+		q, _ := url.ParseQuery(query) // it parsed once already
+		for _, name := range []string{"key", "cost", "now", "denyStatus"} {
+			if vs, ok := q[name]; ok && (len(vs) > 1 || vs[0] == "") {
+				t.Fatalf("parseGate(%q) accepted %s=%q", query, name, vs)
+			}
+		}
+		switch {
+		case q.Has("key") && p.key != q.Get("key"):
+			t.Fatalf("parseGate(%q) keyed %q, not the query's key", query, p.key)
+		case !q.Has("key") && p.key != key:
+			t.Fatalf("parseGate(%q, %q) keyed %q, not the header's", query, key, p.key)
+		case q.Has("cost") && strconv.FormatInt(p.cost, 10) != strings.TrimPrefix(q.Get("cost"), "+"):
+			if n, err := strconv.ParseInt(q.Get("cost"), 10, 64); err != nil || n != p.cost {
+				t.Fatalf("parseGate(%q) cost %d", query, p.cost)
+			}
+		}
+	})
+}
+
+// FuzzContentType feeds any Content-Type to the JSON body check: what it accepts is JSON.
+func FuzzContentType(f *testing.F) {
+	for _, seed := range []string{"application/json", "application/json; charset=utf-8", "text/plain",
+		"application/x-www-form-urlencoded", "application/ld+json", "application/json; charset=latin1", "", ";", "application/json;;"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, ct string) {
+		if checkContentType([]string{ct}) != nil {
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || !strings.HasPrefix(mt, "application/") || !strings.HasSuffix(mt, "json") {
+			t.Fatalf("accepted Content-Type %q", ct)
+		}
+	})
+}
+
+// FuzzHost feeds any Host header to the allowed-hosts check: only a listed name passes.
+func FuzzHost(f *testing.F) {
+	for _, seed := range []string{"sluice.internal", "sluice.internal:80", "evil.example", "[::1]:80", "[::1]", "localhost:1", "localhost:2", ":", "[", "sluice.internal."} {
+		f.Add(seed)
+	}
+	allowed := []string{"sluice.internal", "[::1]", "localhost:1"}
+	f.Fuzz(func(t *testing.T, host string) {
+		if !hostAllowed(host, allowed) {
+			return
+		}
+		h := strings.ToLower(host)
+		for _, ok := range []string{"sluice.internal", "[::1]", "::1", "localhost:1"} {
+			if h == ok || strings.HasPrefix(h, ok+":") || strings.HasPrefix(h, ok+".") || strings.HasPrefix(h, "["+ok+"]") {
+				return
+			}
+		}
+		t.Fatalf("allowed Host %q", host)
 	})
 }

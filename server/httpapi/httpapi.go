@@ -38,9 +38,13 @@
 // the answer is 503 unavailable with "failMode":"closed" in its body and Sluice-Fail-Mode: closed.
 //
 // Bodies are read strictly: unknown, repeated, null or differently cased members, trailing data,
-// bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400. Errors are
-// {"error","code"}: invalid_argument and too_large 400, unauthorized 401, not_found 404,
-// method_not_allowed 405, lease_lost 409, internal 500, unimplemented 501, unavailable 503.
+// bodies over Options.MaxBodyBytes and more than MaxBatch keys or items are 400, and so are
+// strings holding invalid UTF-8 or unpaired surrogate escapes (encoding/json would make them
+// U+FFFD, so that distinct keys would share a bucket). A body must come as application/json
+// (415 otherwise), and with Options.AllowedHosts, a request for another Host is 403. Errors are
+// {"error","code"}: invalid_argument and too_large 400, unauthorized 401, host_not_allowed 403,
+// not_found 404, method_not_allowed 405, lease_lost 409, unsupported_media_type 415, internal
+// 500, unimplemented 501, unavailable 503.
 package httpapi
 
 import (
@@ -51,11 +55,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/header"
@@ -79,6 +87,11 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// AllowedHosts are the Host header values the handler answers, such as "sluice.internal" (any
+	// port) or "127.0.0.1:8080" (that port only), compared without case; others get 403, so that a
+	// DNS-rebound web page cannot reach the API. Empty means any host. /healthz and /readyz answer
+	// any host, for probes that send an address.
+	AllowedHosts []string
 	// Streams is stream mode's backend; nil means the stream routes answer 404.
 	Streams stream.Backend
 }
@@ -95,6 +108,8 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeLeaseLost        = "lease_lost"
 	CodeNotHeld          = "not_held"
+	CodeForbiddenHost    = "host_not_allowed"
+	CodeMediaType        = "unsupported_media_type"
 )
 
 // ErrorBody is the body of every error answer.
@@ -166,7 +181,56 @@ func New(srv *server.Server, opts Options) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{http.StatusNotFound, CodeNotFound, "httpapi: no route " + r.URL.Path})
 	})
-	return mux
+	if len(opts.AllowedHosts) == 0 {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !hostAllowed(r.Host, opts.AllowedHosts) {
+			writeError(w, &httpError{http.StatusForbidden, CodeForbiddenHost,
+				fmt.Sprintf("httpapi: Host %q is not one of the allowed hosts", r.Host)})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether host (a Host header: name or address, with or without a port) is
+// one of allowed: an entry with a port matches that port only, one without matches any port.
+func hostAllowed(host string, allowed []string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		name = host[1 : len(host)-1] // an IPv6 address without a port
+	}
+	name = strings.TrimSuffix(name, ".") // a fully qualified name is the same host
+	for _, a := range allowed {
+		a = strings.TrimPrefix(strings.TrimSuffix(a, "]"), "[")
+		if strings.EqualFold(a, host) || strings.EqualFold(a, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkContentType accepts a JSON body's media type: application/json or application/*+json,
+// with no charset but UTF-8. A browser may send a cross-site form or text/plain without asking
+// the server first; it may not send JSON so, so this is what keeps web pages from posting.
+func checkContentType(values []string) error {
+	if len(values) != 1 {
+		return &httpError{http.StatusUnsupportedMediaType, CodeMediaType,
+			fmt.Sprintf("httpapi: Content-Type: want one, application/json, got %d", len(values))}
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	json := err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+	if cs, ok := params["charset"]; json && ok && !strings.EqualFold(cs, "utf-8") {
+		json = false
+	}
+	if !json {
+		return &httpError{http.StatusUnsupportedMediaType, CodeMediaType,
+			fmt.Sprintf("httpapi: Content-Type: must be application/json (UTF-8), got %q", values[0])}
+	}
+	return nil
 }
 
 // httpError is an error the handler answers with its own status and code.
@@ -274,6 +338,9 @@ func (a *api) authorized(header string) bool {
 
 // body reads the request body, at most MaxBodyBytes of it.
 func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := checkContentType(r.Header.Values("Content-Type")); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
@@ -507,31 +574,12 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 // Sluice-Fail-Mode: open instead: no limit was consulted, so there is nothing to report of one.
 func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 	policy := r.PathValue("policy")
-	q := r.URL.Query()
-	cost, err := queryInt(q.Get("cost"), "cost", 1)
+	p, err := parseGate(r.URL.RawQuery, r.Header, a.opts.GateKeyHeader)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	now, err := queryInt(q.Get("now"), "now", 0)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	// nginx's auth_request knows only 2xx, 401 and 403: a gate behind it denies with 403, which
-	// nginx's error_page turns back into 429.
-	deny, err := queryInt(q.Get("denyStatus"), "denyStatus", http.StatusTooManyRequests)
-	if err == nil && deny != http.StatusTooManyRequests && deny != http.StatusForbidden {
-		err = invalidf("denyStatus: must be 429 or 403, got %d", deny)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	key := q.Get("key")
-	if key == "" && a.opts.GateKeyHeader != "" {
-		key = r.Header.Get(a.opts.GateKeyHeader)
-	}
+	key := p.key
 	if key == "" {
 		addr, ok := header.ClientAddr(r, a.opts.TrustedProxies)
 		if !ok {
@@ -540,27 +588,99 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 		}
 		key = addr.String()
 	}
-	d, err := a.srv.Check(r.Context(), now, policy, key, cost)
+	var d sluice.Decision
+	if r.Method == http.MethodHead {
+		// A HEAD is a look (a health check, curl -I), never a request to let through: it spends
+		// nothing, and answers as a peek, what a check of cost 1 would now.
+		d, err = a.srv.Peek(r.Context(), p.now, policy, key)
+	} else {
+		d, err = a.srv.Check(r.Context(), p.now, policy, key, p.cost)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	at := time.Now()
-	if now != 0 {
-		at = time.UnixMilli(now)
+	if p.now != 0 {
+		at = time.UnixMilli(p.now)
 	}
 	if d.FailOpen {
 		markFailOpen(w, d)
-	} else if p, ok := a.srv.Limiter().Policy(policy); ok {
-		header.Set(w.Header(), p, d, at)
+	} else if pol, ok := a.srv.Limiter().Policy(policy); ok {
+		header.Set(w.Header(), pol, d, at)
 	} else if !d.Allowed { // reloaded away since the check: its shape is gone, its verdict stands
 		w.Header().Set("Retry-After", header.RetryAfter(d))
 	}
 	status := http.StatusOK
 	if !d.Allowed {
-		status = int(deny)
+		status = int(p.deny)
 	}
 	writeJSON(w, status, wire(d))
+}
+
+// gateParams are the gate's parameters: its query's, and the key header's.
+type gateParams struct {
+	key             string // "" when none was given: the client address is the key
+	cost, now, deny int64
+}
+
+// parseGate reads the gate's query and key header strictly: a query that does not decode (a bad
+// escape, a ";"), a parameter given twice or empty, a key header given twice or empty, a key that
+// is not UTF-8, are errors naming the parameter. Anything looser would key a caller who meant to
+// name a key on its address instead, sharing one bucket with everyone behind its proxy.
+func parseGate(rawQuery string, h http.Header, keyHeader string) (gateParams, error) {
+	p := gateParams{cost: 1, deny: http.StatusTooManyRequests}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return p, invalidf("query: %v", err)
+	}
+	one := func(name string, vs []string, given bool) (string, bool, error) {
+		switch {
+		case !given:
+			return "", false, nil
+		case len(vs) > 1:
+			return "", false, invalidf("%s: given %d times, at most once", name, len(vs))
+		case vs[0] == "":
+			return "", false, invalidf("%s: given empty", name)
+		}
+		return vs[0], true, nil
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int64
+	}{{"cost", &p.cost}, {"now", &p.now}, {"denyStatus", &p.deny}} {
+		vs, given := q[n.name]
+		s, ok, err := one(n.name, vs, given)
+		if err == nil && ok {
+			if *n.dst, err = strconv.ParseInt(s, 10, 64); err != nil {
+				err = invalidf("%s: must be an integer, got %q", n.name, s)
+			}
+		}
+		if err != nil {
+			return p, err
+		}
+	}
+	// nginx's auth_request knows only 2xx, 401 and 403: a gate behind it denies with 403, which
+	// nginx's error_page turns back into 429.
+	if p.deny != http.StatusTooManyRequests && p.deny != http.StatusForbidden {
+		return p, invalidf("denyStatus: must be 429 or 403, got %d", p.deny)
+	}
+	name := "key"
+	vs, given := q["key"]
+	if !given && keyHeader != "" {
+		name = "header " + keyHeader
+		vs = h.Values(keyHeader)
+		given = len(vs) > 0
+	}
+	key, _, err := one(name, vs, given)
+	if err != nil {
+		return p, err
+	}
+	if !utf8.ValidString(key) {
+		return p, invalidf("%s: is not valid UTF-8", name)
+	}
+	p.key = key
+	return p, nil
 }
 
 func queryInt(s, name string, def int64) (int64, error) {

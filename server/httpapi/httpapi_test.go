@@ -98,7 +98,17 @@ func (e *env) do(method, path, body string, header ...string) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json") // unless header says otherwise
+	}
 	for i := 0; i+1 < len(header); i += 2 {
+		switch {
+		case strings.EqualFold(header[i], "Host"):
+			req.Host = header[i+1]
+			continue
+		case strings.EqualFold(header[i], "Content-Type"):
+			req.Header.Del(header[i])
+		}
 		req.Header.Add(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -558,7 +568,7 @@ func TestGateKey(t *testing.T) {
 	}{
 		{"query", nil, "?key=q", []string{"X-Api-Key", "h"}, "q"},
 		{"header", nil, "", []string{"X-Api-Key", "h"}, "h"},
-		{"empty query falls back", nil, "?key=", []string{"X-Api-Key", "h"}, "h"},
+		{"escaped query", nil, "?key=a%2Fb", nil, "a/b"},
 		{"client address", nil, "", nil, "127.0.0.1"},
 		{"forwarded from an untrusted peer", nil, "", []string{"X-Forwarded-For", "198.51.100.7"}, "127.0.0.1"},
 		{"forwarded from a trusted peer", loopback, "", []string{"X-Forwarded-For", "6.6.6.6, 198.51.100.7"}, "198.51.100.7"},
@@ -766,7 +776,9 @@ func FuzzHandler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, path := range []string{"/v1/check", "/v1/check-many", "/v1/check-all", "/v1/peek", "/v1/forecast", "/v1/refund", "/v1/reset"} {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+			req := httptest.NewRequest("POST", path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			h.ServeHTTP(rec, req)
 			if rec.Code == 200 {
 				if !json.Valid(rec.Body.Bytes()) {
 					t.Fatalf("%s %q: 200 with %q", path, body, rec.Body)
@@ -778,6 +790,180 @@ func FuzzHandler(f *testing.F) {
 				e.Code != codes[rec.Code] && !(rec.Code == 400 && e.Code == "too_large") {
 				t.Fatalf("%s %q: %d %q", path, body, rec.Code, rec.Body)
 			}
+		}
+	})
+}
+
+// The gate never keys a check on the client address when the caller tried to name a key: a bad,
+// empty or repeated parameter is a 400 naming it, and charges nothing.
+func TestGateStrictQuery(t *testing.T) {
+	e := start(t, setup{allowClientTime: true, opts: httpapi.Options{GateKeyHeader: "X-Api-Key"}})
+	tests := []struct {
+		name, query string
+		header      []string
+		part        string
+	}{
+		{"empty key", "?key=", nil, "key: given empty"},
+		{"empty key beside a header", "?key=", []string{"X-Api-Key", "h"}, "key: given empty"},
+		{"undecodable escape", "?key=%zz", nil, "query: "},
+		{"semicolon", "?key=a;b", nil, "query: "},
+		{"key twice", "?key=a&key=b", nil, "key: given 2 times"},
+		{"cost twice", "?key=a&cost=1&cost=2", nil, "cost: given 2 times"},
+		{"empty cost", "?key=a&cost=", nil, "cost: given empty"},
+		{"bad cost", "?key=a&cost=1e3", nil, `cost: must be an integer, got "1e3"`},
+		{"negative cost", "?key=a&cost=-1", nil, "invalid cost"},
+		{"now twice", "?key=a&now=1&now=2", nil, "now: given 2 times"},
+		{"denyStatus twice", "?key=a&denyStatus=403&denyStatus=429", nil, "denyStatus: given 2 times"},
+		{"key not UTF-8", "?key=x%FFy", nil, "key: is not valid UTF-8"},
+		{"key header empty", "", []string{"X-Api-Key", ""}, "header X-Api-Key: given empty"},
+		{"key header twice", "", []string{"X-Api-Key", "a", "X-Api-Key", "b"}, "header X-Api-Key: given 2 times"},
+		{"key header not UTF-8", "", []string{"X-Api-Key", "x\xffy"}, "header X-Api-Key: is not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.do("GET", "/v1/gate/fixed"+tt.query, "", tt.header...), 400, "invalid_argument", tt.part)
+		})
+	}
+	// None of them charged the client address, or any key.
+	for _, key := range []string{"127.0.0.1", "a", "b", "h", "x\ufffdy"} {
+		if d := e.peek("fixed", key, 0); d.Remaining != 100 {
+			t.Errorf("key %q: %d remaining, want 100", key, d.Remaining)
+		}
+	}
+}
+
+// A HEAD on the gate answers as a peek: it spends nothing.
+func TestGateHead(t *testing.T) {
+	e := start(t, setup{})
+	for i := range 3 {
+		r := e.do("HEAD", "/v1/gate/fixed?key=k", "")
+		if r.status != 200 || r.header.Get("RateLimit") == "" {
+			t.Fatalf("HEAD %d: %d %v, want 200 with RateLimit", i, r.status, r.header)
+		}
+	}
+	if d := e.peek("fixed", "k", 0); d.Remaining != 100 {
+		t.Errorf("%d remaining after three HEADs, want 100", d.Remaining)
+	}
+	if r := e.do("GET", "/v1/gate/fixed?key=k", ""); r.status != 200 {
+		t.Fatalf("GET: %d %s", r.status, r.body)
+	}
+	if d := e.peek("fixed", "k", 0); d.Remaining != 99 {
+		t.Errorf("%d remaining after a GET, want 99", d.Remaining)
+	}
+}
+
+// A key holding invalid UTF-8 or a lone surrogate is refused, by the JSON API and the gate alike,
+// rather than decoded to U+FFFD into another key's bucket.
+func TestKeysNotUTF8(t *testing.T) {
+	e := start(t, setup{})
+	tests := []struct {
+		name, path, body, part string
+	}{
+		{"invalid byte", "/v1/check", "{\"policy\":\"fixed\",\"key\":\"x\xffy\"}", "key: holds invalid UTF-8"},
+		{"another invalid byte", "/v1/check", "{\"policy\":\"fixed\",\"key\":\"x\xfey\"}", "key: holds invalid UTF-8"},
+		{"lone low surrogate", "/v1/check", `{"policy":"fixed","key":"x\udc00y"}`, "key: holds invalid UTF-8 or an unpaired surrogate"},
+		{"lone high surrogate", "/v1/check", `{"policy":"fixed","key":"x\ud800y"}`, "key: holds"},
+		{"high surrogate at the end", "/v1/check", `{"policy":"fixed","key":"x\ud800"}`, "key: holds"},
+		{"two high surrogates", "/v1/check", `{"policy":"fixed","key":"\ud800\ud800"}`, "key: holds"},
+		{"in the policy", "/v1/peek", "{\"policy\":\"fi\xffxed\",\"key\":\"k\"}", "policy: holds"},
+		{"in one of many keys", "/v1/check-many", `{"policy":"fixed","keys":["a","\udfff"]}`, "keys: holds"},
+		{"in an item", "/v1/check-all", `{"items":[{"policy":"fixed","key":"\udc00"}]}`, "items[0].key: holds"},
+		{"in a reset", "/v1/reset", "{\"policy\":\"fixed\",\"key\":\"x\xffy\"}", "key: holds"},
+		{"in a holder", "/v1/admit", "{\"name\":\"c\",\"key\":\"k\",\"holder\":\"\xff\",\"limit\":1,\"ttlMs\":1000}", "holder: holds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantError(t, e.post(tt.path, tt.body), 400, "invalid_argument", tt.part)
+		})
+	}
+	// Escaped pairs and the replacement character itself are keys like any other.
+	for _, key := range []string{`\ud83d\ude00`, `\ufffd`, "\u00e9"} {
+		if r := e.post("/v1/check", `{"policy":"fixed","key":"`+key+`"}`); r.status != 200 {
+			t.Errorf("key %s: %d %s", key, r.status, r.body)
+		}
+	}
+	if d := e.peek("fixed", "x\ufffdy", 0); d.Remaining != 100 {
+		t.Errorf("x\\ufffdy: %d remaining, want 100: a refused key was charged to it", d.Remaining)
+	}
+}
+
+// POST bodies come as JSON only, so that a web page cannot post a form or text/plain to the API.
+func TestContentType(t *testing.T) {
+	e := start(t, setup{})
+	const body = `{"policy":"fixed","key":"k"}`
+	tests := []struct {
+		name   string
+		header []string
+		status int
+	}{
+		{"json", []string{"Content-Type", "application/json"}, 200},
+		{"json with a charset", []string{"Content-Type", "application/json; charset=UTF-8"}, 200},
+		{"a +json type", []string{"Content-Type", "application/merge-patch+json"}, 200},
+		{"json in capitals", []string{"Content-Type", "Application/JSON"}, 200},
+		{"text/plain", []string{"Content-Type", "text/plain"}, 415},
+		{"a form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415},
+		{"multipart", []string{"Content-Type", "multipart/form-data; boundary=x"}, 415},
+		{"none", []string{"Content-Type", ""}, 415},
+		{"json in another charset", []string{"Content-Type", "application/json; charset=latin1"}, 415},
+		{"twice", []string{"Content-Type", "application/json", "Content-Type", "text/plain"}, 415},
+		{"malformed", []string{"Content-Type", "application/json; ;"}, 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("POST", "/v1/reset", body, tt.header...)
+			if tt.status == 200 {
+				if r.status != 200 {
+					t.Errorf("%d %s, want 200", r.status, r.body)
+				}
+				return
+			}
+			wantError(t, r, tt.status, "unsupported_media_type", "Content-Type")
+		})
+	}
+	t.Run("a text/plain reset changes nothing", func(t *testing.T) {
+		e.check("fixed", "victim", 1, 0)
+		e.do("POST", "/v1/reset", `{"policy":"fixed","key":"victim"}`, "Content-Type", "text/plain")
+		if d := e.peek("fixed", "victim", 0); d.Remaining != 99 {
+			t.Errorf("%d remaining, want 99: the reset went through", d.Remaining)
+		}
+	})
+}
+
+// With AllowedHosts, a request naming another Host is refused; probes answer any host.
+func TestAllowedHosts(t *testing.T) {
+	e := start(t, setup{opts: httpapi.Options{AllowedHosts: []string{"sluice.internal", "localhost:1", "[::1]", "127.0.0.1"}}})
+	tests := []struct {
+		name, host, path string
+		status           int
+	}{
+		{"a listed name", "sluice.internal", "/v1/gate/fixed?key=k", 200},
+		{"a listed name with a port", "sluice.internal:8080", "/v1/gate/fixed?key=k", 200},
+		{"a listed name in capitals", "SLUICE.internal", "/v1/gate/fixed?key=k", 200},
+		{"a listed name and port", "localhost:1", "/metrics", 200},
+		{"a listed IPv6 address", "[::1]:8080", "/v1/gate/fixed?key=k", 200},
+		{"a listed name on another port", "localhost:2", "/v1/gate/fixed?key=k", 403},
+		{"a rebound name", "evil.example", "/v1/gate/fixed?key=k", 403},
+		{"a rebound name on metrics", "evil.example", "/metrics", 403},
+		{"a suffix of a listed name", "x.sluice.internal", "/v1/gate/fixed?key=k", 403},
+		{"healthz answers any host", "evil.example", "/healthz", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", tt.path, "", "Host", tt.host)
+			if tt.status == 403 {
+				wantError(t, r, 403, "host_not_allowed", "is not one of the allowed hosts")
+			} else if r.status != tt.status {
+				t.Errorf("%d %s, want %d", r.status, r.body, tt.status)
+			}
+		})
+	}
+	t.Run("a refused reset changes nothing", func(t *testing.T) {
+		e.check("fixed", "victim", 1, 0)
+		if r := e.do("POST", "/v1/reset", `{"policy":"fixed","key":"victim"}`, "Host", "evil.example"); r.status != 403 {
+			t.Errorf("reset: %d", r.status)
+		}
+		if d := e.peek("fixed", "victim", 0); d.Remaining != 99 {
+			t.Errorf("%d remaining, want 99", d.Remaining)
 		}
 	})
 }
