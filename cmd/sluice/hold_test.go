@@ -624,6 +624,7 @@ func httpCheck(client *http.Client, addr string, limits map[string]int64) func(c
 		if err != nil {
 			return broken, err
 		}
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
 			return broken, err

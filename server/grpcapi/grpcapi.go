@@ -196,25 +196,35 @@ func fill(m *sluicev1.Decision, d sluice.Decision) {
 // Status maps an error of the Server to a gRPC status error; Envoy's front end shares it.
 func Status(err error) error {
 	var code codes.Code
+	msg := err.Error()
 	switch server.CodeOf(err) {
 	case server.CodeInvalid:
 		code = codes.InvalidArgument
 	case server.CodeNotFound:
 		code = codes.NotFound
 	case server.CodeUnavailable:
-		code = codes.Unavailable
+		// The store's error names its address and the socket's: a stable message on the wire,
+		// the details in the server's (sampled) log.
+		code, msg = codes.Unavailable, "grpcapi: store unavailable"
+		if errors.Is(err, sluice.ErrClosed) {
+			msg = "grpcapi: store closed"
+		}
 	case server.CodeUnimplemented:
 		code = codes.Unimplemented
 	case server.CodeNotHeld:
 		code = codes.FailedPrecondition
 	default:
 		// The caller gave up: its own cancellation or deadline is no fault of the server's.
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return status.FromContextError(err).Err()
+		// Its bare text: what wraps it may name the store's internals.
+		for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+			if errors.Is(err, c) {
+				return status.FromContextError(c).Err()
+			}
 		}
-		code = codes.Internal
+		// The text of an unexpected error may describe the store's internals.
+		code, msg = codes.Internal, "grpcapi: internal error"
 	}
-	st := status.New(code, err.Error())
+	st := status.New(code, msg)
 	var ie *sluice.InvalidError
 	if errors.As(err, &ie) {
 		// A client can name the offending field without parsing the message.

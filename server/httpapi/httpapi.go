@@ -261,7 +261,9 @@ func statusOf(err error) (int, string, string) {
 	case server.CodeNotFound:
 		return http.StatusNotFound, CodeNotFound, err.Error()
 	case server.CodeUnavailable:
-		return http.StatusServiceUnavailable, CodeUnavailable, err.Error()
+		// The store's error names its address and the socket's: a stable message on the wire,
+		// the details in the server's (sampled) log.
+		return http.StatusServiceUnavailable, CodeUnavailable, "httpapi: " + unavailable(err)
 	case server.CodeUnimplemented:
 		return http.StatusNotImplemented, CodeUnimplemented, err.Error()
 	case server.CodeNotHeld:
@@ -269,6 +271,14 @@ func statusOf(err error) (int, string, string) {
 	}
 	// The text of an unexpected error may describe the store's internals: keep it off the wire.
 	return http.StatusInternalServerError, CodeInternal, "httpapi: internal error"
+}
+
+// unavailable is the stable message of an error of CodeUnavailable.
+func unavailable(err error) string {
+	if errors.Is(err, sluice.ErrClosed) {
+		return "store closed"
+	}
+	return "store unavailable"
 }
 
 func writeError(w http.ResponseWriter, err error) {

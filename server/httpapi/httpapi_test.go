@@ -696,6 +696,9 @@ policies:
 		t.Run(tt.name, func(t *testing.T) {
 			r := e.do(tt.method, tt.path, tt.body)
 			wantError(t, r, tt.status, tt.code, "store unavailable")
+			if strings.Contains(string(r.body), errDown.Error()) {
+				t.Errorf("body %s carries the store's error", r.body)
+			}
 			var body httpapi.ErrorBody
 			decode(t, r.body, &body)
 			if body.FailMode != tt.failMode || r.header.Get("Sluice-Fail-Mode") != tt.failMode {
