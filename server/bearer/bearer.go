@@ -163,7 +163,7 @@ type Live struct {
 	cur atomic.Pointer[Set]
 }
 
-// NewLive returns a Live holding s.
+// NewLive returns a Live holding s; nil turns auth off.
 func NewLive(s *Set) *Live {
 	l := &Live{}
 	l.cur.Store(s)
@@ -193,11 +193,11 @@ const (
 	Forbidden
 )
 
-// Authorize decides a request carrying token (empty if none) that needs scope need. With no
-// tokens in force, auth is off and every request is Allowed.
+// Authorize decides a request carrying token (empty if none) that needs scope need. With no Set
+// in force, auth is off and every request is Allowed; a Set holding no token allows nothing.
 func (l *Live) Authorize(token string, need Scope) Decision {
 	s := l.Load()
-	if s.Len() == 0 {
+	if s == nil {
 		return Allowed
 	}
 	got := s.Lookup(token)

@@ -118,6 +118,7 @@ func TestAuthorize(t *testing.T) {
 		{"prefix of a token", live, "a", bearer.Check, bearer.Unauthenticated},
 		{"auth off: nil", nil, "", bearer.Admin, bearer.Allowed},
 		{"auth off: no set", bearer.NewLive(nil), "", bearer.Admin, bearer.Allowed},
+		{"empty set allows nothing", bearer.NewLive(bearer.Of("")), "", bearer.Check, bearer.Unauthenticated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

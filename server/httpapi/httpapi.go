@@ -42,15 +42,13 @@
 // strings holding invalid UTF-8 or unpaired surrogate escapes (encoding/json would make them
 // U+FFFD, so that distinct keys would share a bucket). A body must come as application/json
 // (415 otherwise), and with Options.AllowedHosts, a request for another Host is 403. Errors are
-// {"error","code"}: invalid_argument and too_large 400, unauthorized 401, host_not_allowed 403,
-// not_found 404, method_not_allowed 405, lease_lost 409, unsupported_media_type 415, internal
-// 500, unimplemented 501, unavailable 503.
+// {"error","code"}: invalid_argument and too_large 400, unauthorized 401, host_not_allowed and
+// scope_required 403, not_found 404, method_not_allowed 405, lease_lost 409,
+// unsupported_media_type 415, internal 500, unimplemented 501, unavailable 503.
 package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +66,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/bearer"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -76,9 +75,14 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // Options configure the handler.
 type Options struct {
-	// BearerTokens are the tokens /v1/* accepts in "Authorization: Bearer …"; empty means no
-	// authentication. Empty tokens never match. /metrics, /healthz and /readyz are always open.
+	// BearerTokens are the tokens /v1/* accepts in "Authorization: Bearer …", each with every
+	// right; empty means no authentication. Empty tokens never match. /metrics, /healthz and
+	// /readyz are always open.
 	BearerTokens []string
+	// Tokens, when set, are the scoped tokens in force instead of BearerTokens, read on each
+	// request so that a reload takes effect at once. A token without the scope a route needs gets
+	// 403; reset, refund and settle need bearer.Admin, the rest bearer.Check.
+	Tokens *bearer.Live
 	// GateKeyHeader names the request header the gate takes its key from when the query has no
 	// key, such as "X-Api-Key"; empty means the gate falls back to the client address directly.
 	GateKeyHeader string
@@ -110,6 +114,7 @@ const (
 	CodeNotHeld          = "not_held"
 	CodeForbiddenHost    = "host_not_allowed"
 	CodeMediaType        = "unsupported_media_type"
+	CodeForbiddenScope   = "scope_required"
 )
 
 // ErrorBody is the body of every error answer.
@@ -127,10 +132,9 @@ type ErrorBody struct {
 const FailModeHeader = "Sluice-Fail-Mode"
 
 type api struct {
-	srv     *server.Server
-	opts    Options
-	tokens  [][sha256.Size]byte
-	authOff bool
+	srv    *server.Server
+	opts   Options
+	tokens *bearer.Live
 }
 
 // New returns the HTTP handler of srv.
@@ -138,46 +142,44 @@ func New(srv *server.Server, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &api{srv: srv, opts: opts, authOff: len(opts.BearerTokens) == 0}
-	for _, t := range opts.BearerTokens {
-		if t != "" {
-			// Comparing digests keeps the comparison constant-time in the token's length too.
-			a.tokens = append(a.tokens, sha256.Sum256([]byte(t)))
-		}
+	a := &api{srv: srv, opts: opts, tokens: opts.Tokens}
+	if a.tokens == nil && len(opts.BearerTokens) > 0 {
+		a.tokens = bearer.NewLive(bearer.Of(opts.BearerTokens...))
 	}
+	const open, check, admin = bearer.None, bearer.Check, bearer.Admin
 	mux := http.NewServeMux()
-	route := func(method, path string, h http.HandlerFunc, auth bool) {
+	route := func(method, path string, h http.HandlerFunc, need bearer.Scope) {
 		var wrong http.Handler = methodNotAllowed(method)
 		var right http.Handler = h
-		if auth {
-			right, wrong = a.auth(right), a.auth(wrong)
+		if need != open {
+			right, wrong = a.auth(right, need), a.auth(wrong, need)
 		}
 		mux.Handle(method+" "+path, right)
 		// The method-less pattern catches the other methods, so that they get a JSON 405 too.
 		mux.Handle(path, wrong)
 	}
-	route("POST", "/v1/check", a.check, true)
-	route("POST", "/v1/check-many", a.checkMany, true)
-	route("POST", "/v1/check-all", a.checkAll, true)
-	route("POST", "/v1/peek", a.peek, true)
-	route("POST", "/v1/forecast", a.forecast, true)
-	route("POST", "/v1/refund", a.refund, true)
-	route("POST", "/v1/settle", a.settle, true)
-	route("POST", "/v1/admit", a.admit, true)
-	route("POST", "/v1/heartbeat", a.heartbeat, true)
-	route("POST", "/v1/release", a.release, true)
-	route("POST", "/v1/reset", a.reset, true)
-	route("GET", "/v1/gate/{policy...}", a.gate, true)
-	route("POST", "/v1/usage", a.usage, true)
-	route("GET", "/v1/streams/{stream}/windows", a.windows, true)
-	route("GET", "/v1/streams/{stream}/decisions", a.decisions, true)
-	route("GET", "/v1/streams/{stream}/decisions/watch", a.watchDecisions, true)
-	route("GET", "/v1/streams/{stream}/windows/watch", a.watchWindows, true)
-	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, true)
-	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, true)
-	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, false)
-	route("GET", "/healthz", healthz, false)
-	route("GET", "/readyz", a.readyz, false)
+	route("POST", "/v1/check", a.check, check)
+	route("POST", "/v1/check-many", a.checkMany, check)
+	route("POST", "/v1/check-all", a.checkAll, check)
+	route("POST", "/v1/peek", a.peek, check)
+	route("POST", "/v1/forecast", a.forecast, check)
+	route("POST", "/v1/refund", a.refund, admin)
+	route("POST", "/v1/settle", a.settle, admin)
+	route("POST", "/v1/admit", a.admit, check)
+	route("POST", "/v1/heartbeat", a.heartbeat, check)
+	route("POST", "/v1/release", a.release, check)
+	route("POST", "/v1/reset", a.reset, admin)
+	route("GET", "/v1/gate/{policy...}", a.gate, check)
+	route("POST", "/v1/usage", a.usage, check)
+	route("GET", "/v1/streams/{stream}/windows", a.windows, check)
+	route("GET", "/v1/streams/{stream}/decisions", a.decisions, check)
+	route("GET", "/v1/streams/{stream}/decisions/watch", a.watchDecisions, check)
+	route("GET", "/v1/streams/{stream}/windows/watch", a.watchWindows, check)
+	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, check)
+	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, check)
+	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, open)
+	route("GET", "/healthz", healthz, open)
+	route("GET", "/readyz", a.readyz, open)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{http.StatusNotFound, CodeNotFound, "httpapi: no route " + r.URL.Path})
 	})
@@ -319,31 +321,31 @@ func methodNotAllowed(method string) http.Handler {
 	})
 }
 
-func (a *api) auth(next http.Handler) http.Handler {
-	if a.authOff {
+func (a *api) auth(next http.Handler, need bearer.Scope) http.Handler {
+	if a.tokens == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r.Header.Get("Authorization")) {
+		switch a.tokens.Authorize(bearerToken(r.Header.Get("Authorization")), need) {
+		case bearer.Unauthenticated:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice"`)
 			writeError(w, &httpError{http.StatusUnauthorized, CodeUnauthorized, "httpapi: a valid bearer token is required"})
-			return
+		case bearer.Forbidden:
+			writeError(w, &httpError{http.StatusForbidden, CodeForbiddenScope,
+				fmt.Sprintf("httpapi: %s %s needs a token of scope %s", r.Method, r.URL.Path, need)})
+		default:
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
-func (a *api) authorized(header string) bool {
+// bearerToken returns the token of an "Authorization: Bearer <token>" header, "" if none.
+func bearerToken(header string) string {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return ""
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := 0
-	for i := range a.tokens { // every token is compared, so the time says nothing of which matched
-		match |= subtle.ConstantTimeCompare(sum[:], a.tokens[i][:])
-	}
-	return match == 1
+	return strings.TrimSpace(token)
 }
 
 // body reads the request body, at most MaxBodyBytes of it.
