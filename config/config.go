@@ -95,6 +95,8 @@ type Config struct {
 	// MaxSettle is the largest reserved or actual a settle may carry, so one call cannot put a key
 	// deeper in debt than this; default DefaultMaxSettle.
 	MaxSettle int64
+	// Network holds the listeners' timeouts, connection caps, allowed hosts and trusted proxies.
+	Network
 }
 
 // Streams configures stream mode: the store of its log and outputs, and its queries.
@@ -156,6 +158,7 @@ type file struct {
 	MaxSlotTTL   string               `yaml:"maxSlotTtl"`
 	MaxSlotLimit *int64               `yaml:"maxSlotLimit"`
 	MaxSettle    *int64               `yaml:"maxSettle"`
+	rawNetwork   `yaml:",inline"`
 }
 
 type rawStreams struct {
@@ -234,6 +237,9 @@ func Parse(data []byte) (*Config, error) {
 		c.StoreTimeout = d
 	}
 	if err := c.bounds(f); err != nil {
+		return nil, err
+	}
+	if err := c.network(f.rawNetwork); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(f.Policies))
@@ -561,7 +567,7 @@ func buildStreams(rs rawStreams) (*Streams, error) {
 		s.Store = DefaultStore
 	}
 	if s.Store != DefaultStore && !strings.HasPrefix(s.Store, "postgres://") && !strings.HasPrefix(s.Store, "postgresql://") {
-		return nil, fail("streams.store", "must be memory or a postgres:// URL, got %q", s.Store)
+		return nil, fail("streams.store", "must be memory or a postgres:// URL, got %q", RedactURL(s.Store))
 	}
 	names := make([]string, 0, len(rs.Queries))
 	for name := range rs.Queries {

@@ -137,7 +137,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	if cfg.Store != old.Store || cfg.HTTP != old.HTTP || cfg.GRPC != old.GRPC {
 		s.log.Warn("sluice: store and listen addresses change only at restart",
-			"store", cfg.Store, "http", cfg.HTTP, "grpc", cfg.GRPC)
+			"store", config.RedactURL(cfg.Store), "http", cfg.HTTP, "grpc", cfg.GRPC)
 	}
 	s.log.Info("sluice: config reloaded", "policies", len(cfg.Policies))
 	return nil

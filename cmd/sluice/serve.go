@@ -20,8 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
@@ -199,10 +201,16 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		if err := srv.RegisterMetrics(streamCollector{b: streams, queries: cfg.Streams.Queries}); err != nil {
 			return err
 		}
-		log.Info("sluice serve: streams", "store", redactURL(cfg.Streams.Store), "queries", len(cfg.Streams.Queries))
+		log.Info("sluice serve: streams", "store", config.RedactURL(cfg.Streams.Store), "queries", len(cfg.Streams.Queries))
 	}
 
-	var grpcOpts []grpc.ServerOption
+	grpcOpts := []grpc.ServerOption{
+		// Idle connections close, pings faster than a client may need are refused, and one
+		// connection carries a bounded number of calls.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.GRPCMaxConnectionIdle}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
+	}
 	if len(tokens) > 0 {
 		grpcOpts = append(grpcOpts, grpc.UnaryInterceptor(grpcapi.UnaryAuth(tokens)), grpc.StreamInterceptor(grpcapi.StreamAuth(tokens)))
 	}
@@ -224,9 +232,13 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	base, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	hs := &http.Server{
-		Handler:           httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams}),
+		Handler: httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams,
+			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies}),
 		BaseContext:       func(net.Listener) context.Context { return base },
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: min(5*time.Second, cfg.ReadTimeout),
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
 		TLSConfig:         tlsConf,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -235,13 +247,14 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	httpLn = netutil.LimitListener(httpLn, cfg.MaxConnections)
 	grpcLn, err := net.Listen("tcp", cfg.GRPC)
 	if err != nil {
 		httpLn.Close()
 		return err
 	}
 	log.Info("sluice serve: listening", "http", httpLn.Addr().String(), "grpc", grpcLn.Addr().String(),
-		"store", cfg.Store, "storeTimeout", srv.StoreTimeout(), "policies", len(cfg.Policies), "tls", tlsConf != nil)
+		"store", config.RedactURL(cfg.Store), "storeTimeout", srv.StoreTimeout(), "policies", len(cfg.Policies), "tls", tlsConf != nil)
 
 	errc := make(chan error, 2)
 	go func() {
@@ -332,7 +345,7 @@ func openStreams(cfg *config.Streams, reset []string, log *slog.Logger) (stream.
 	} else {
 		e, err := stream.OpenPostgres(ctx, cfg.Store)
 		if err != nil {
-			return nil, fmt.Errorf("streams.store %s: %w", redactURL(cfg.Store), err)
+			return nil, fmt.Errorf("streams.store %s: %w", config.RedactURL(cfg.Store), redactedError{err, cfg.Store})
 		}
 		b = e
 	}
@@ -357,15 +370,6 @@ func openStreams(cfg *config.Streams, reset []string, log *slog.Logger) (stream.
 		}
 	}
 	return b, nil
-}
-
-// redactURL names a store URL by its scheme only: it may hold a password.
-func redactURL(url string) string {
-	scheme, _, found := strings.Cut(url, "://")
-	if !found {
-		return url
-	}
-	return scheme + "://…"
 }
 
 // Stream runner's pace: a pass over every query takes up to streamBatch events of each; after a

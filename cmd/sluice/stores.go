@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/store/memory"
 	pgstore "github.com/sluicehq/sluice/store/postgres"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -32,7 +33,7 @@ func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
 	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") || strings.HasPrefix(url, "redis-") || strings.HasPrefix(url, "rediss-") {
 		s, err := redisstore.Open(url)
 		if err != nil {
-			return nil, nil, fmt.Errorf("store %q: %w", url, err)
+			return nil, nil, fmt.Errorf("store %s: %w", config.RedactURL(url), redactedError{err, url})
 		}
 		return s, s, nil
 	}
@@ -41,11 +42,19 @@ func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
 		defer cancel()
 		s, err := pgstore.Open(ctx, url)
 		if err != nil {
-			// The URL may hold a password: name the store by its scheme only.
-			scheme, _, _ := strings.Cut(url, "://")
-			return nil, nil, fmt.Errorf("store %s://…: %w", scheme, err)
+			return nil, nil, fmt.Errorf("store %s: %w", config.RedactURL(url), redactedError{err, url})
 		}
 		return s, s, nil
 	}
-	return nil, nil, fmt.Errorf("unsupported store %q; supported: %s", url, supportedStores)
+	return nil, nil, fmt.Errorf("unsupported store %q; supported: %s", config.RedactURL(url), supportedStores)
 }
+
+// redactedError is a store client's error, which may quote its URL, with the URL's password
+// redacted from its text; errors.Is and As still see the error.
+type redactedError struct {
+	err error
+	url string
+}
+
+func (e redactedError) Error() string { return config.RedactIn(e.err.Error(), e.url) }
+func (e redactedError) Unwrap() error { return e.err }

@@ -22,6 +22,9 @@ const (
 	// watchKeepAlive is how long a quiet watch goes before it sends a comment, so that proxies
 	// keep the connection and a departed client is noticed.
 	watchKeepAlive = 15 * time.Second
+	// watchWriteTimeout bounds the wait for a watcher to take the events of one flush, and the
+	// keep-alive comment after a quiet spell.
+	watchWriteTimeout = watchKeepAlive + 30*time.Second
 )
 
 // streams returns the stream backend, or answers 404 and returns nil when there is none.
@@ -166,12 +169,20 @@ func watch[T any](a *api, w http.ResponseWriter, r *http.Request, event string, 
 	}
 	name, ctx := r.PathValue("stream"), r.Context()
 	rc := http.NewResponseController(w)
+	// The server's read and write timeouts bound a request, and a watch is not one: the request
+	// is read, so lift the read deadline (which would end the watch), and renew the write
+	// deadline at each flush, so that only a client that stops reading is cut off.
+	_ = rc.SetReadDeadline(time.Time{})
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		return rc.Flush()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil {
+	if flush() != nil {
 		return
 	}
 	read := of(b)
@@ -185,7 +196,7 @@ func watch[T any](a *api, w http.ResponseWriter, r *http.Request, event string, 
 				_, code, msg := statusOf(err)
 				data, _ := json.Marshal(ErrorBody{Error: msg, Code: code})
 				fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
-				_ = rc.Flush()
+				_ = flush()
 			}
 			return
 		}
@@ -201,7 +212,7 @@ func watch[T any](a *api, w http.ResponseWriter, r *http.Request, event string, 
 			fmt.Fprint(w, ": keep-alive\n\n")
 			quietSince = time.Now()
 		}
-		if rc.Flush() != nil {
+		if flush() != nil {
 			return
 		}
 		if len(items) == MaxPageLimit {
