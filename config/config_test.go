@@ -49,6 +49,9 @@ func TestDefaults(t *testing.T) {
 			want := &config.Config{Store: "memory", HTTP: "127.0.0.1:8080", GRPC: "127.0.0.1:8081",
 				FailMode: config.FailOpen, MaxKeys: config.DefaultMaxKeys, MaxSlotTTL: config.DefaultMaxSlotTTL,
 				MaxSlotLimit: config.DefaultMaxSlotLimit, MaxSettle: config.DefaultMaxSettle}
+			want.Network = config.Network{IdleTimeout: config.DefaultIdleTimeout, ReadTimeout: config.DefaultReadTimeout,
+				WriteTimeout: config.DefaultWriteTimeout, MaxConnections: config.DefaultMaxConnections,
+				GRPCMaxConnectionIdle: config.DefaultGRPCMaxConnectionIdle, GRPCMaxConcurrentStreams: config.DefaultGRPCMaxConcurrentStreams}
 			if !reflect.DeepEqual(c, want) {
 				t.Errorf("Parse = %+v, want %+v", c, want)
 			}

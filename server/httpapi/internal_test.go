@@ -18,8 +18,8 @@ func TestStatusOf(t *testing.T) {
 	}{
 		{"invalid", &sluice.InvalidError{Field: "cost", Reason: "bad"}, 400, CodeInvalid, "sluice: invalid cost: bad"},
 		{"unknown policy", fmt.Errorf("%w %q", sluice.ErrUnknownPolicy, "p"), 404, CodeNotFound, `sluice: unknown policy "p"`},
-		{"unavailable", sluice.ErrUnavailable, 503, CodeUnavailable, "sluice: store unavailable"},
-		{"closed", sluice.ErrClosed, 503, CodeUnavailable, "sluice: store closed"},
+		{"unavailable", sluice.ErrUnavailable, 503, CodeUnavailable, "httpapi: store unavailable"},
+		{"closed", sluice.ErrClosed, 503, CodeUnavailable, "httpapi: store closed"},
 		{"unsupported", sluice.ErrUnsupported, 501, CodeUnimplemented, "sluice: operation not supported"},
 		{"anything else", errors.New("redis: 10.1.2.3:6379 refused"), 500, CodeInternal, "httpapi: internal error"},
 		{"own", invalidf("x"), 400, CodeInvalid, "httpapi: x"},
