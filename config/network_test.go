@@ -23,7 +23,7 @@ trustedProxies: [10.0.0.0/8, 192.168.1.7, "::1"]
 `)
 	want := config.Network{IdleTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second,
 		MaxConnections: 10, GRPCMaxConnectionIdle: 4 * time.Second, GRPCMaxConcurrentStreams: 5,
-		AllowedHosts: []string{"sluice.internal", "127.0.0.1:8080"},
+		AllowedHosts:   []string{"sluice.internal", "127.0.0.1:8080"},
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("::1/128")}}
 	if !reflect.DeepEqual(c.Network, want) {
 		t.Errorf("Network = %+v, want %+v", c.Network, want)

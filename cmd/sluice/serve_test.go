@@ -261,6 +261,7 @@ func TestServeMutualTLSAndTokens(t *testing.T) {
 	post := func(certs []tls.Certificate, token string) (int, error) {
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
 		req, _ := http.NewRequest("POST", "https://"+r.http+"/v1/check", strings.NewReader(`{"policy":"api","key":"k"}`))
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
