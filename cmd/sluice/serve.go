@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/bearer"
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
@@ -38,6 +37,7 @@ type serveFlags struct {
 	config, http, grpc, store string
 	allowClientTime           bool
 	authTokenFile             string
+	tokens                    *bearer.Set // the token file read at start; nil without one
 	tlsCert, tlsKey, tlsCA    string
 	gateKeyHeader             string
 	reloadEvery               time.Duration
@@ -54,7 +54,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.grpc, "grpc", "", "gRPC listen `address`, overriding the config (default "+config.DefaultGRPC+")")
 	fs.StringVar(&f.store, "store", "", "store `URL`, overriding the config: "+supportedStores)
 	fs.BoolVar(&f.allowClientTime, "allow-client-time", false, "let requests carry their own instant (now), for replay and tests")
-	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "`FILE` of bearer tokens, one a line, that requests to /v1/* and gRPC must carry")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "`FILE` of bearer tokens, one a line (TOKEN, check:TOKEN or admin:TOKEN), that requests to /v1/* and gRPC must carry; reloaded with the config")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate `FILE` for both ports")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key `FILE` for both ports")
 	fs.StringVar(&f.tlsCA, "tls-client-ca", "", "CA `FILE` that client certificates must chain to (mutual TLS)")
@@ -77,6 +77,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if f.maxKeys < 0 {
 		return nil, fmt.Errorf("--max-keys must be at least 1, got %d", f.maxKeys)
+	}
+	// A malformed token file stops the start like a bad flag (exit 2): serving with fewer tokens
+	// than meant would lock clients out, or with none, open everything.
+	if f.authTokenFile != "" {
+		var err error
+		if f.tokens, err = bearer.ReadFile(f.authTokenFile); err != nil {
+			return nil, fmt.Errorf("--auth-token-file: %w", err)
+		}
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -181,9 +189,9 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			log.Warn("sluice serve: returning unspent leases", "err", err)
 		}
 	}()
-	tokens, err := readTokens(f.authTokenFile)
-	if err != nil {
-		return err
+	var tokens *bearer.Live // nil: auth off
+	if f.tokens != nil {
+		tokens = bearer.NewLive(f.tokens)
 	}
 	tlsConf, err := tlsConfig(f.tlsCert, f.tlsKey, f.tlsCA)
 	if err != nil {
@@ -211,8 +219,8 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxConcurrentStreams(cfg.GRPCMaxConcurrentStreams),
 	}
-	if len(tokens) > 0 {
-		grpcOpts = append(grpcOpts, grpc.UnaryInterceptor(grpcapi.UnaryAuth(tokens)), grpc.StreamInterceptor(grpcapi.StreamAuth(tokens)))
+	if tokens != nil {
+		grpcOpts = append(grpcOpts, grpc.UnaryInterceptor(grpcapi.UnaryScopes(tokens)), grpc.StreamInterceptor(grpcapi.StreamScopes(tokens)))
 	}
 	if tlsConf != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsConf)))
@@ -232,7 +240,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	base, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	hs := &http.Server{
-		Handler: httpapi.New(srv, httpapi.Options{BearerTokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams,
+		Handler: httpapi.New(srv, httpapi.Options{Tokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams,
 			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: min(5*time.Second, cfg.ReadTimeout),
@@ -286,12 +294,26 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			srv.ReloadFailed(err)
 		}
 	}
+	// The token file is swapped whole, or not at all: a malformed one leaves the old tokens
+	// serving, and so does an empty one, which most likely was caught half-written.
+	reloadTokens := func() {
+		if tokens == nil {
+			return
+		}
+		next, err := bearer.ReadFile(f.authTokenFile)
+		if err != nil {
+			log.Error("sluice serve: token file rejected; the previous tokens keep serving", "err", err)
+			return
+		}
+		tokens.Store(next)
+		log.Info("sluice serve: token file reloaded", "tokens", next.Len())
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	watch := time.NewTicker(f.reloadEvery)
 	defer watch.Stop()
-	seen := stamp(f.config)
+	seen, seenTokens := stamp(f.config), stamp(f.authTokenFile)
 
 	var serveErr error
 loop:
@@ -303,12 +325,17 @@ loop:
 			serveErr = err
 			break loop
 		case <-hup:
-			seen = stamp(f.config)
+			seen, seenTokens = stamp(f.config), stamp(f.authTokenFile)
 			reload()
+			reloadTokens()
 		case <-watch.C:
 			if now := stamp(f.config); now != seen {
 				seen = now
 				reload()
+			}
+			if now := stamp(f.authTokenFile); now != seenTokens {
+				seenTokens = now
+				reloadTokens()
 			}
 		}
 	}
@@ -447,31 +474,6 @@ func stamp(path string) string {
 		return "missing"
 	}
 	return fmt.Sprint(fi.Size(), fi.ModTime().UnixNano())
-}
-
-func readTokens(path string) ([]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	file, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	var tokens []string
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" && !strings.HasPrefix(t, "#") {
-			tokens = append(tokens, t)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(tokens) == 0 {
-		return nil, fmt.Errorf("%s holds no token", path)
-	}
-	return tokens, nil
 }
 
 // tlsConfig builds the servers' TLS from the flags: nil without a certificate; mutual TLS with a
