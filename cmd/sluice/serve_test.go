@@ -121,8 +121,19 @@ func TestServeSampleConfig(t *testing.T) {
 			t.Fatalf("check %d: %d %v", i, code, d)
 		}
 	}
-	if _, d := r.check(t, "partner-api", "acme"); d["allowed"] != false || d["retryAfterMs"].(float64) < 1 {
-		t.Fatalf("the 101st check: %v, want denied with a retry", d)
+	// The bucket refills a token every 0.6 s: on a busy machine the 100 checks may have earned a
+	// few, but no more than a few.
+	for i := 101; ; i++ {
+		_, d := r.check(t, "partner-api", "acme")
+		if d["allowed"] == false {
+			if d["retryAfterMs"].(float64) < 1 {
+				t.Fatalf("check %d: %v, want denied with a retry", i, d)
+			}
+			break
+		}
+		if i == 110 {
+			t.Fatalf("check %d still allowed: the capacity of 100 did not hold", i)
+		}
 	}
 	if code, _ := r.check(t, "no-such-model", "acme"); code != 404 {
 		t.Errorf("unknown policy: %d, want 404", code)
