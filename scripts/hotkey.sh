@@ -87,10 +87,10 @@ for store in $STORES; do
 		[[ $store == postgres ]] && tps=$(pgbench_tps)
 		before=$(metric "$http" sluice_fail_mode_decisions_total)
 		# sluice bench names its keys bench-0 … bench-(keys-1): one key, then, is bench-0.
-		curl -sf "http://$http/v1/reset" -d "{\"policy\":\"hot\",\"key\":\"bench-0\"}" >/dev/null || true
+		curl -sf "http://$http/v1/reset" --json "{\"policy\":\"hot\",\"key\":\"bench-0\"}" >/dev/null || true
 		"$work/sluice" bench --target "$grpc" --policy hot --keys 1 --concurrency "$CONCURRENCY" --duration "$DURATION" --json >"$work/bench.json" 2>/dev/null || true
 		after=$(metric "$http" sluice_fail_mode_decisions_total)
-		peek=$(curl -sf "http://$http/v1/peek" -d '{"policy":"hot","key":"bench-0"}')
+		peek=$(curl -sf "http://$http/v1/peek" --json '{"policy":"hot","key":"bench-0"}')
 		read -r rate allowed errors p99 < <(python3 -c '
 import json, sys
 b = json.load(open(sys.argv[1]))
