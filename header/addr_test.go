@@ -64,3 +64,33 @@ func TestClientAddr(t *testing.T) {
 		})
 	}
 }
+
+// FuzzClientAddr feeds ClientAddr forwarded headers from a trusted peer: it never panics, and what
+// it answers is always an address, the peer's own when the headers name none.
+func FuzzClientAddr(f *testing.F) {
+	for _, seed := range []struct{ forwarded, xff string }{
+		{`for=192.0.2.60;proto=http;by=203.0.113.43`, ""},
+		{`for="[2001:db8:cafe::17]:4711"`, ""},
+		{`for=unknown, for=198.51.100.17`, ""},
+		{"", "203.0.113.195, 70.41.3.18, 150.172.238.178"},
+		{"", "::ffff:192.0.2.1, fe80::1%eth0"},
+		{`for="`, ",,,"},
+	} {
+		f.Add(seed.forwarded, seed.xff)
+	}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.0/24")}
+	f.Fuzz(func(t *testing.T, forwarded, xff string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "10.1.2.3:5555"
+		if forwarded != "" {
+			r.Header.Set("Forwarded", forwarded)
+		}
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		addr, ok := header.ClientAddr(r, trusted)
+		if !ok || !addr.IsValid() {
+			t.Fatalf("ClientAddr(Forwarded %q, X-Forwarded-For %q) = %v, %v: want an address", forwarded, xff, addr, ok)
+		}
+	})
+}
