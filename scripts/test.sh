@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# test.sh: sluice's tests, as `make test` runs them: gofmt, vet, staticcheck, the race tests, the
+# conformance vectors on every store, and one run of every benchmark. It changes nothing on the
+# machine: it needs Go, and a Redis and a PostgreSQL it can reach, and says which are missing.
+# (.ci/run installs and starts them on a CI machine, then runs this.)
+#
+# Environment: SLUICE_REDIS_URL (redis://127.0.0.1:6379), SLUICE_POSTGRES_URL
+# (postgres://postgres@127.0.0.1:5432/test), the same the tests read.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+fail() {
+	echo "test: $*" >&2
+	exit 1
+}
+
+REDIS_URL=${SLUICE_REDIS_URL:-redis://127.0.0.1:6379}
+PG_URL=${SLUICE_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
+
+# reachable reports whether a TCP connection to the host and port in URL $1 (default port $2) opens.
+reachable() {
+	local rest=${1#*://}
+	rest=${rest#*@}
+	rest=${rest%%[/?]*}
+	local host=${rest%%:*} port=$2
+	[[ $rest == *:* ]] && port=${rest##*:}
+	timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null
+}
+
+step "what the tests need"
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+missing=()
+command -v go >/dev/null || missing+=("Go (go on PATH; go.mod names the version)")
+reachable "$REDIS_URL" 6379 || missing+=("a Redis at $REDIS_URL (or set SLUICE_REDIS_URL)")
+reachable "$PG_URL" 5432 || missing+=("a PostgreSQL at ${PG_URL%%@*}@… (or set SLUICE_POSTGRES_URL); the tests use its database and schemas of their own")
+if ((${#missing[@]})); then
+	printf 'test: missing:\n' >&2
+	printf '  - %s\n' "${missing[@]}" >&2
+	echo "test: start them and run again; on a CI machine, bash .ci/run installs and starts them" >&2
+	exit 1
+fi
+go version
+echo "redis at $REDIS_URL and postgresql at ${PG_URL%%@*}@… answer"
+# Tests that start servers of their own skip without these binaries (and fail under CI=true).
+for bin in redis-server initdb nginx protoc; do
+	found=$(command -v "$bin" || ls /usr/lib/postgresql/*/bin/"$bin" 2>/dev/null | head -n 1 || true)
+	[[ -n $found ]] || echo "note: no $bin: the tests that need it skip (under CI=true they fail)"
+done
+
+step "gofmt"
+unformatted=$(gofmt -l .)
+[[ -z $unformatted ]] || fail "gofmt needed on:"$'\n'"$unformatted"
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+# Pinned, from the module proxy: it catches dead code and deprecated calls that vet lets through.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+step "go test"
+go test -race -shuffle=on ./...
+
+step "conformance"
+shopt -s nullglob
+vectors=(../shared/vectors/*.json)
+shopt -u nullglob
+((${#vectors[@]})) || fail "no vector files in ../shared/vectors (the tests expect shared/ beside the clone)"
+go run ./cmd/sluice conformance --vectors "${vectors[@]}"
+go run ./cmd/sluice conformance --store "$REDIS_URL" --vectors "${vectors[@]}"
+# A schema of this run's own, so that no earlier run's state is replayed against.
+schema="sluice_conformance_$(date +%s)_$$"
+[[ $PG_URL == *\?* ]] && sep="&" || sep="?"
+go run ./cmd/sluice conformance --store "$PG_URL${sep}sluice_schema=$schema" --vectors "${vectors[@]}"
+if command -v psql >/dev/null; then
+	psql "$PG_URL" -qc "set client_min_messages = warning; drop schema if exists $schema cascade"
+else
+	echo "note: no psql: the schema $schema is left in the database"
+fi
+
+if [[ -f bench/go.mod ]]; then
+	step "benchmarks (one iteration each)"
+	(
+		cd bench
+		go vet ./...
+		go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+		go test -run '^$' -bench . -benchtime 1x ./...
+	)
+fi
+
+step "ok"
