@@ -23,7 +23,8 @@
 // reads a batch after the query's stored offset, folds it into the window rows, writes the closed
 // windows and decisions and advances the offset, and commits all of it or none. So a processor
 // killed at any instant neither loses nor double counts an event, no window is emitted twice
-// (the outputs are unique per query run, key and window start), and a restarted processor
+// (windows are unique per query run, key and window start, decisions per query, key and window
+// start across runs), and a restarted processor
 // resumes where the last commit left off. Processors of one query serialize on its row lock;
 // different queries run in parallel.
 //
@@ -33,7 +34,8 @@
 //
 // A query's name is its identity. Processing a name stored with a different definition is
 // ErrQueryChanged; Reset forgets the name's offset and open windows (not its outputs), and the
-// next Process starts it over from the beginning of the log.
+// next Process starts it over from the beginning of the log. The new run emits its windows again,
+// but no second Decision for a (query, key, window start) already decided: the first stands.
 //
 // MemoryEngine implements the same Backend in memory, with no durability, for development.
 //

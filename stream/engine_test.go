@@ -1,9 +1,11 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,7 +123,8 @@ func TestEngineWindowsAndDecisions(t *testing.T) {
 		if n := mustProcessAll(t, b, q2, t0+5000, 0); n != 7 {
 			t.Fatalf("after reset processed %d, want 7", n)
 		}
-		if ds, _ := b.Decisions(ctx, "req", 0, 0); len(ds) != 2 || ds[1].Quota != 4 || ds[1].Count != 6 {
+		// The reset run's window over quota was decided already: no second decision for it.
+		if ds, _ := b.Decisions(ctx, "req", 0, 0); len(ds) != 1 || ds[0].Quota != 3 || ds[0].Count != 5 {
 			t.Fatalf("decisions after reset %+v", ds)
 		}
 	})
@@ -159,4 +162,78 @@ func TestEngineInvalid(t *testing.T) {
 			t.Errorf("after close: %v", err)
 		}
 	})
+}
+
+// TestResetPublishesNoSecondDecision resets a query and runs it again over the same log under a
+// new definition: (query, key, windowStart) identifies a decision, so a window already decided
+// keeps its first decision, while the run's other windows over quota are decided as usual and
+// all its windows are emitted.
+func TestResetPublishesNoSecondDecision(t *testing.T) {
+	type dec struct {
+		key          string
+		start, quota int64 // start relative to t0
+	}
+	first := Query{Name: "rl", Stream: "req", WindowMs: 1000, IdleFlushMs: 1, Quota: 3}
+	for _, tc := range []struct {
+		name          string
+		windowMs      int64
+		quota         int64
+		want          []dec // every decision after the reset run, by key and start
+		windowsOfRun2 int
+	}{
+		{name: "quota raised", windowMs: 1000, quota: 5, want: []dec{{"a", 0, 3}}, windowsOfRun2: 2},
+		{name: "quota lowered", windowMs: 1000, quota: 2, want: []dec{{"a", 0, 3}, {"b", 0, 2}}, windowsOfRun2: 2},
+		{name: "same definition", windowMs: 1000, quota: 3, want: []dec{{"a", 0, 3}}, windowsOfRun2: 2},
+		{name: "shorter windows", windowMs: 500, quota: 1, want: []dec{{"a", 0, 3}, {"a", 500, 1}, {"b", 0, 1}}, windowsOfRun2: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backends(t, func(t *testing.T, b Backend, _ func() Backend) {
+				ctx := context.Background()
+				// b first: a's later events raise the watermark past b's shorter windows.
+				var evs []Event
+				for _, at := range []int64{0, 100, 200} {
+					evs = append(evs, Event{Stream: "req", Key: "b", At: t0 + at})
+				}
+				for _, at := range []int64{0, 100, 200, 300, 400, 600, 700} {
+					evs = append(evs, Event{Stream: "req", Key: "a", At: t0 + at})
+				}
+				if err := b.Append(ctx, evs); err != nil {
+					t.Fatal(err)
+				}
+				mustProcessAll(t, b, first, t0+10_000, 0)
+				before, err := b.Windows(ctx, "req", 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Reset(ctx, first.Name); err != nil {
+					t.Fatal(err)
+				}
+				second := first
+				second.WindowMs, second.Quota = tc.windowMs, tc.quota
+				mustProcessAll(t, b, second, t0+10_000, 0)
+
+				ws, err := b.Windows(ctx, "req", 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := len(ws) - len(before); got != tc.windowsOfRun2 {
+					t.Errorf("the reset run emitted %d windows, want %d: %+v", got, tc.windowsOfRun2, ws)
+				}
+				ds, err := b.Decisions(ctx, "req", 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []dec
+				for _, d := range ds {
+					got = append(got, dec{d.Key, d.WindowStart - t0, d.Quota})
+				}
+				slices.SortFunc(got, func(x, y dec) int {
+					return cmp.Or(strings.Compare(x.key, y.key), cmp.Compare(x.start, y.start))
+				})
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("decisions %v, want %v", got, tc.want)
+				}
+			})
+		})
+	}
 }

@@ -22,7 +22,8 @@ type MemoryEngine struct {
 	queries map[string]*memQuery
 	windows map[string][]Window
 	decided map[string][]Decision
-	parts   map[partKey][]int // per stream, kind and partition: indexes into windows or decided
+	decIDs  map[decisionID]bool // every decision published, across resets
+	parts   map[partKey][]int   // per stream, kind and partition: indexes into windows or decided
 	groups  map[groupKey]*memGroup
 	seq     int64 // one offset sequence for the log and the outputs, like a bigserial
 }
@@ -32,6 +33,12 @@ type MemoryConfig struct {
 	// Now is the engine's clock in epoch ms: the time of an Event with At 0 and of lease
 	// expiry. Nil means time.Now().UnixMilli(); tests set one they move by hand.
 	Now func() int64
+}
+
+// decisionID identifies a decision, as the PostgreSQL schema's decisions_identity index does.
+type decisionID struct {
+	query, key string
+	start      int64
 }
 
 type logged struct {
@@ -63,6 +70,7 @@ func NewMemoryWith(cfg MemoryConfig) *MemoryEngine {
 		queries: map[string]*memQuery{},
 		windows: map[string][]Window{},
 		decided: map[string][]Decision{},
+		decIDs:  map[decisionID]bool{},
 		parts:   map[partKey][]int{},
 		groups:  map[groupKey]*memGroup{},
 	}
@@ -169,7 +177,9 @@ func (m *MemoryEngine) Process(ctx context.Context, q Query, now int64, max int)
 		wk := partKey{q.Stream, KindWindows, p}
 		m.parts[wk] = append(m.parts[wk], len(m.windows[q.Stream]))
 		m.windows[q.Stream] = append(m.windows[q.Stream], w)
-		if d, ok := gate(w, q.Quota); ok {
+		// A window decided before a Reset keeps its first decision: publish no second one.
+		if d, ok := gate(w, q.Quota); ok && !m.decIDs[decisionID{d.Query, d.Key, d.WindowStart}] {
+			m.decIDs[decisionID{d.Query, d.Key, d.WindowStart}] = true
 			d.Offset = m.seq
 			dk := partKey{q.Stream, KindDecisions, p}
 			m.parts[dk] = append(m.parts[dk], len(m.decided[q.Stream]))

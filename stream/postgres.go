@@ -319,7 +319,9 @@ func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max
 	return len(events), nil
 }
 
-// emit moves closed windows from open_windows to the outputs, with their decisions.
+// emit moves closed windows from open_windows to the outputs, with their decisions. A window an
+// earlier run (before a Reset) already decided gets no second decision: (query, key,
+// window_start) identifies a decision, and consumers may have acted on the first.
 func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed []Window) error {
 	ks, starts, ends, counts, sums := columns(closed)
 	if _, err := tx.Exec(ctx, "DELETE FROM "+e.q+".open_windows WHERE query = $1 AND (key, start) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))",
@@ -345,7 +347,8 @@ func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed
 	}
 	ks, starts, ends, counts, _ = columns(over)
 	_, err := tx.Exec(ctx, "INSERT INTO "+e.q+".decisions (run, stream, query, key, window_start, window_end, count, quota, over_by, part)"+
-		" SELECT $1, $2, $3, k, s, e, c, $8, c - $8, p FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $9::smallint[]) WITH ORDINALITY AS u(k, s, e, c, p, o) ORDER BY o",
+		" SELECT $1, $2, $3, k, s, e, c, $8, c - $8, p FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $9::smallint[]) WITH ORDINALITY AS u(k, s, e, c, p, o) ORDER BY o"+
+		" ON CONFLICT (query, key, window_start) DO NOTHING",
 		run, q.Stream, q.Name, ks, starts, ends, counts, q.Quota, partitions(ks))
 	return err
 }
