@@ -33,7 +33,9 @@ type Config struct {
 	// (multiples of IntervalMs since the epoch), and a region enforces its share over fixed
 	// windows of the same length (see Policy), so windows and shares change together.
 	IntervalMs int64
-	// Floor is Rebalance's floor. 0 means DefaultFloor; negative reserves nothing.
+	// Floor is Rebalance's floor, from 0 to below 1: the fraction of the limit held evenly for
+	// quiet regions, out of what demand leaves unused. 0, the zero value, reserves nothing;
+	// region.DefaultFloor is what sluice simulate regions uses.
 	Floor float64
 }
 
@@ -81,9 +83,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Coordinator, error) {
 	if cfg.IntervalMs < 1 || cfg.IntervalMs > maxInstant {
 		return nil, invalid("intervalMs", "must be from 1 to 2^53, got %d", cfg.IntervalMs)
 	}
-	floor := floorOf(cfg.Floor)
-	if !(floor < 1) {
-		return nil, invalid("floor", "must be below 1, got %v", cfg.Floor)
+	if err := checkFloor(cfg.Floor); err != nil {
+		return nil, err
 	}
 	if len(cfg.Regions) > maxRegions {
 		return nil, invalid("regions", "at most %d regions, got %d", maxRegions, len(cfg.Regions))
@@ -101,7 +102,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Coordinator, error) {
 	if err := migrateSchema(ctx, pool, cfg.Schema); err != nil {
 		return nil, err
 	}
-	c := &Coordinator{pool: pool, cfg: cfg, q: pgx.Identifier{cfg.Schema}.Sanitize(), floor: floor, even: even[cfg.Region]}
+	c := &Coordinator{pool: pool, cfg: cfg, q: pgx.Identifier{cfg.Schema}.Sanitize(), floor: cfg.Floor, even: even[cfg.Region]}
 	c.last.Store(c.even)
 	return c, nil
 }
@@ -317,7 +318,8 @@ func (c *Coordinator) Share(ctx context.Context, at int64) (int64, error) {
 //
 // A share below 1 has no policy (a fixed window admits at least 1): it is an *sluice.InvalidError
 // naming "share", and the region should refuse every request for the limit until its share
-// grows. With a positive floor and a limit of at least one per region, no share is 0.
+// grows. A share is 0 when the other regions' demand fills the limit (the floor takes only from
+// what demand leaves unused), or with a limit below one per region.
 func Policy(name string, share, windowMs int64) (*sluice.Policy, error) {
 	if share < 1 {
 		return nil, invalid("share", "a share of %d admits nothing: refuse without checking", share)

@@ -24,18 +24,16 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// DefaultFloor is the fraction of the limit Rebalance reserves evenly when nothing else is said.
+// DefaultFloor is the floor sluice simulate regions uses unless told otherwise. A zero floor
+// (the zero Config or SimConfig) reserves nothing.
 const DefaultFloor = 0.1
 
-// floorOf is the floor a config's Floor field asks for: 0 means DefaultFloor, negative none.
-func floorOf(f float64) float64 {
-	switch {
-	case f == 0:
-		return DefaultFloor
-	case f < 0:
-		return 0
+// checkFloor refuses a floor outside [0, 1), NaN included.
+func checkFloor(floor float64) error {
+	if !(floor >= 0 && floor < 1) {
+		return invalid("floor", "must be at least 0 and below 1, got %v", floor)
 	}
-	return f
+	return nil
 }
 
 // Even splits limit evenly across regions: limit/len(regions) each, and the remainder one unit
@@ -92,30 +90,29 @@ func Served(shares, demand map[string]int64) int64 {
 }
 
 // Rebalance splits limit across the regions in demand, given each region's recent demand (what
-// it was asked for in one interval: admitted and refused requests alike) and the floor, the
-// fraction of the limit reserved evenly. The rule, in three steps, every quantity an integer:
+// it was asked for in one interval: admitted and refused requests alike) and the floor, a
+// fraction of the limit held evenly for quiet regions. Every quantity is an integer:
 //
-//  1. Every region gets the base, floor*limit/n rounded down (n regions), whatever its demand.
-//  2. The rest of the limit meets demand above the base. If it covers all of it, each region
-//     gets exactly its demand; if not, it is divided in proportion to each region's demand
-//     above the base (largest remainders first, ties in name order), so no region is given more
-//     than it asked for while another is short.
+//  1. Demand first. If the total demand fits in the limit, every region gets its demand. If
+//     not, the limit is divided in proportion to demand (largest remainders first, ties in name
+//     order), so no region gets more than it asked for while another is short.
+//  2. The floor, from the slack only. The base is floor*limit/n rounded down (n regions). The
+//     slack, the limit less the total demand, raises each region below the base up to it; if
+//     the slack is too small for all, it is divided in proportion to how far each is below.
 //  3. Whatever is still left is spread evenly (the remainder to the first regions in name
 //     order): headroom for demand that grows before the next rebalance.
 //
-// The shares sum to exactly limit. When total demand fits in the limit every region gets at
-// least its demand, and otherwise the limit is used to the last unit except what the base holds
-// for regions asking for less than it: no split that gives every region the base serves more.
-// (Splitting the whole limit in proportion to raw demand, the textbook rule, gives 570/210/120
-// for demand 600/200/100 at limit 900 and serves 870; this rule gives 600/200/100 and serves
-// 900, because it never hands a region more than its demand while another region is short.)
+// The shares sum to exactly limit and serve min(total demand, limit): when demand fits, every
+// region gets at least its demand, and otherwise no unit is given where it goes unused. Every
+// region gets at least the base when the slack covers what the quiet ones lack of it. (Splitting
+// the base and then the rest in proportion to raw demand, the textbook rule, gives 570/210/120
+// for demand 600/200/100 at limit 900 and serves 870; this rule gives 600/200/100 and serves 900.)
 //
-// The floor is what a quiet region keeps. A region whose demand was 0 in the last interval would
-// otherwise get nothing whenever the others use the whole limit, and would refuse every request
-// that arrives there until the next rebalance noticed it; where demand is measured as admitted
-// requests, it would never be noticed at all. The base is the capacity with which a region sees
-// new demand and serves its first requests while the shares catch up. It costs what the quiet
-// regions leave of it unused: with the default 0.1, at most a tenth of the limit.
+// The floor is what a quiet region keeps when others leave room. A region whose demand was 0
+// would otherwise get only its even part of the leftover, and the base guarantees it capacity
+// to serve its first requests, and so show its new demand, while the shares catch up. It never
+// takes from a region's demand: when the others ask for the whole limit, a quiet region can get
+// nothing until a rebalance sees the demand it was refused.
 //
 // limit must be at least 1, floor in [0, 1), demand non-empty with non-empty names and values of
 // at least 0 whose total fits in an int64; otherwise the error is a *sluice.InvalidError naming
@@ -124,8 +121,8 @@ func Rebalance(limit int64, demand map[string]int64, floor float64) (map[string]
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
-	if !(floor >= 0 && floor < 1) {
-		return nil, invalid("floor", "must be at least 0 and below 1, got %v", floor)
+	if err := checkFloor(floor); err != nil {
+		return nil, err
 	}
 	if len(demand) == 0 {
 		return nil, invalid("demand", "at least one region is needed")
@@ -149,7 +146,14 @@ func Rebalance(limit int64, demand map[string]int64, floor float64) (map[string]
 	}
 	n := int64(len(regions))
 
-	// 1. The base. float64(limit) may round up past the limit; the product is clamped below it.
+	// 1. Demand, in full or in proportion; in proportion there is no slack for steps 2 and 3.
+	if total > limit {
+		return apportion(limit, regions, demand), nil
+	}
+	shares := maps.Clone(demand)
+	slack := limit - total
+
+	// 2. The floor. float64(limit) may round up past the limit; the product is clamped below it.
 	var reserve int64
 	if f := float64(limit) * floor; f >= float64(limit) {
 		reserve = limit
@@ -157,58 +161,63 @@ func Rebalance(limit int64, demand map[string]int64, floor float64) (map[string]
 		reserve = int64(f)
 	}
 	base := reserve / n
-	shares := make(map[string]int64, n)
-	rest := limit
+	lack := make(map[string]int64, n)
+	var lacking int64 // at most n*base <= limit: no overflow
 	for _, r := range regions {
-		shares[r] = base
-		rest -= base
+		lack[r] = max(0, base-demand[r])
+		lacking += lack[r]
 	}
-
-	// 2. Demand above the base, in full or in proportion.
-	var wanted int64
-	for _, r := range regions {
-		wanted += max(0, demand[r]-base)
-	}
-	if wanted <= rest {
+	if lacking <= slack {
 		for _, r := range regions {
-			shares[r] += max(0, demand[r]-base)
+			shares[r] += lack[r]
 		}
-		rest -= wanted
+		slack -= lacking
 	} else {
-		type part struct {
-			region string
-			rem    uint64 // the fractional part of the exact share, times wanted
+		for r, s := range apportion(slack, regions, lack) {
+			shares[r] += s
 		}
-		parts := make([]part, 0, n)
-		for _, r := range regions {
-			need := max(0, demand[r]-base)
-			// rest*need/wanted, exactly: need <= wanted, so the quotient is at most rest.
-			hi, lo := bits.Mul64(uint64(rest), uint64(need))
-			q, rem := bits.Div64(hi, lo, uint64(wanted))
-			shares[r] += int64(q)
-			parts = append(parts, part{r, rem})
-		}
-		var given int64
-		for _, r := range regions {
-			given += shares[r] - base
-		}
-		left := rest - given // fewer than n: each floor lost less than one
-		// Largest remainder first. A region with a remainder got less than its exact share,
-		// itself at most its need, so one more unit never takes it past its demand.
-		slices.SortStableFunc(parts, func(a, b part) int { return cmp.Compare(b.rem, a.rem) })
-		for i := int64(0); i < left; i++ {
-			shares[parts[i].region]++
-		}
-		rest = 0
+		slack = 0
 	}
 
 	// 3. The leftover, evenly.
-	if rest > 0 {
-		for r, extra := range evenSplit(rest, regions) {
+	if slack > 0 {
+		for r, extra := range evenSplit(slack, regions) {
 			shares[r] += extra
 		}
 	}
 	return shares, nil
+}
+
+// apportion divides amount across regions (sorted) in proportion to weight, whose total over
+// regions exceeds amount, by largest remainders with ties in name order. No region gets more
+// than its weight: one with a remainder got less than its exact part, itself below its weight,
+// so its extra unit never takes it past it.
+func apportion(amount int64, regions []string, weight map[string]int64) map[string]int64 {
+	var total uint64
+	for _, r := range regions {
+		total += uint64(weight[r])
+	}
+	type part struct {
+		region string
+		rem    uint64 // the fractional part of the exact share, times total
+	}
+	out := make(map[string]int64, len(regions))
+	parts := make([]part, 0, len(regions))
+	left := amount
+	for _, r := range regions {
+		// amount*weight/total, exactly: weight <= total, so the quotient is at most amount.
+		hi, lo := bits.Mul64(uint64(amount), uint64(weight[r]))
+		q, rem := bits.Div64(hi, lo, total)
+		out[r] = int64(q)
+		left -= int64(q)
+		parts = append(parts, part{r, rem})
+	}
+	// Fewer than len(regions) units are left: each quotient lost less than one.
+	slices.SortStableFunc(parts, func(a, b part) int { return cmp.Compare(b.rem, a.rem) })
+	for i := int64(0); i < left; i++ {
+		out[parts[i].region]++
+	}
+	return out
 }
 
 func checkLimit(limit int64) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -86,7 +87,7 @@ func TestServed(t *testing.T) {
 	}
 }
 
-func TestRebalance(t *testing.T) {
+func TestRegionRebalance(t *testing.T) {
 	tests := []struct {
 		name   string
 		limit  int64
@@ -110,23 +111,22 @@ func TestRebalance(t *testing.T) {
 			want:   map[string]int64{"a": 457, "b": 257, "c": 186}, served: 400,
 		},
 		{
-			// 810 over the base, asked 970 + 970: halves, and the idle region keeps its base.
-			name: "over the limit: in proportion above the base", limit: 900, floor: 0.1,
+			// Demand above the limit leaves no slack, so no floor: in proportion, 450 each.
+			name: "over the limit: in proportion, no floor", limit: 900, floor: 0.1,
 			demand: map[string]int64{"a": 1000, "b": 1000, "c": 0},
-			want:   map[string]int64{"a": 435, "b": 435, "c": 30}, served: 870,
+			want:   map[string]int64{"a": 450, "b": 450, "c": 0}, served: 900,
 		},
 		{
 			name: "over the limit: proportions kept", limit: 1000, floor: 0.1,
 			demand: map[string]int64{"a": 3050, "b": 1050, "c": 50},
-			// base 33, rest 901; need 3017 + 1017 + 17 = 4051: 671.02, 226.19, 3.78 -> 671, 226, 3
-			// and the last unit to c, the largest remainder.
-			want: map[string]int64{"a": 704, "b": 259, "c": 37}, served: 1000,
+			// 734.94, 253.01, 12.05 -> 734, 253, 12, and the last unit to a, the largest remainder.
+			want: map[string]int64{"a": 735, "b": 253, "c": 12}, served: 1000,
 		},
 		{
-			name: "demand under the base is served by the base", limit: 900, floor: 0.3,
+			name: "over the limit: a small demand is not raised to the base", limit: 900, floor: 0.3,
 			demand: map[string]int64{"a": 2000, "b": 10},
-			// base 135; b needs nothing more, a gets the rest.
-			want: map[string]int64{"a": 765, "b": 135}, served: 775,
+			// 895.52 and 4.48: the last unit to a.
+			want: map[string]int64{"a": 896, "b": 4}, served: 900,
 		},
 		{
 			name: "largest remainder, ties in name order", limit: 10, floor: 0,
@@ -139,14 +139,33 @@ func TestRebalance(t *testing.T) {
 			want:   map[string]int64{"a": 300, "b": 300, "c": 300},
 		},
 		{
-			name: "no floor: an idle region can get nothing", limit: 900, floor: 0,
-			demand: map[string]int64{"a": 900, "b": 0},
-			want:   map[string]int64{"a": 900, "b": 0}, served: 900,
+			name: "no floor: an idle region gets its part of the leftover", limit: 900, floor: 0,
+			demand: map[string]int64{"a": 800, "b": 0},
+			want:   map[string]int64{"a": 850, "b": 50}, served: 800,
 		},
 		{
-			name: "the floor keeps an idle region's base", limit: 900, floor: 0.1,
-			demand: map[string]int64{"a": 900, "b": 0},
-			want:   map[string]int64{"a": 855, "b": 45}, served: 855,
+			// Issue 21: this gave 821/49/30, the idle region's floor taken from busy ones.
+			name: "demand that fills the limit leaves no room for the floor", limit: 900, floor: 0.1,
+			demand: map[string]int64{"mumbai": 850, "frankfurt": 50, "virginia": 0},
+			want:   map[string]int64{"mumbai": 850, "frankfurt": 50, "virginia": 0}, served: 900,
+		},
+		{
+			// Base 45 from the slack of 100; the other 55 spread 28/27.
+			name: "the floor from the slack", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 800, "b": 0},
+			want:   map[string]int64{"a": 828, "b": 72}, served: 800,
+		},
+		{
+			// Base 30 each, but only 20 of slack: 10 each, in proportion to the 30 each lacks.
+			name: "slack short of the floors", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 880, "b": 0, "c": 0},
+			want:   map[string]int64{"a": 880, "b": 10, "c": 10}, served: 880,
+		},
+		{
+			name: "slack short of the floors: in proportion to what each lacks", limit: 900, floor: 0.1,
+			demand: map[string]int64{"a": 860, "b": 0, "c": 20},
+			// lacks 30 and 10, slack 20: 15 and 5.
+			want: map[string]int64{"a": 860, "b": 15, "c": 25}, served: 880,
 		},
 		{
 			name: "limit below the number of regions", limit: 2, floor: 0.1,
@@ -156,7 +175,13 @@ func TestRebalance(t *testing.T) {
 		{
 			name: "huge values stay exact", limit: math.MaxInt64, floor: 0.5,
 			demand: map[string]int64{"a": math.MaxInt64 - 1, "b": 1},
-			want:   map[string]int64{"a": math.MaxInt64 - 1<<61, "b": 1 << 61}, served: math.MaxInt64 - 1<<61 + 1,
+			want:   map[string]int64{"a": math.MaxInt64 - 1, "b": 1}, served: math.MaxInt64,
+		},
+		{
+			name: "huge values: the floor from a huge slack", limit: math.MaxInt64, floor: 0.5,
+			demand: map[string]int64{"a": 1 << 61, "b": 0},
+			// base 2^61 (the float64 product rounds to 2^62); the rest of the slack spread evenly.
+			want: map[string]int64{"a": 1<<61 + (math.MaxInt64-1<<62)/2 + 1, "b": 1<<61 + (math.MaxInt64-1<<62)/2}, served: 1 << 61,
 		},
 		{name: "zero limit", limit: 0, demand: map[string]int64{"a": 1}, field: "limit"},
 		{name: "negative floor", limit: 10, floor: -0.1, demand: map[string]int64{"a": 1}, field: "floor"},
@@ -207,9 +232,10 @@ func proportional(limit int64, demand map[string]int64, floor float64) map[strin
 	return out
 }
 
-// checkShares checks what Rebalance promises for any input: the whole limit handed out, every
-// region at least the base, all demand served when it fits, and otherwise the most any split
-// giving every region the base can serve.
+// checkShares checks what Rebalance promises for any input: the whole limit handed out and
+// min(demand, limit) served; when demand fits, every region at least its demand, and the base
+// when the slack covers it (else the slack all spent on floors); when it does not fit, no region
+// above its demand.
 func checkShares(t *testing.T, limit int64, demand map[string]int64, floor float64, got map[string]int64) {
 	t.Helper()
 	if len(got) != len(demand) {
@@ -221,31 +247,77 @@ func checkShares(t *testing.T, limit int64, demand map[string]int64, floor float
 		reserve = int64(f)
 	}
 	base := reserve / n
-	var sum, total, lost int64
+	var sum, total, lacking int64
 	for r, s := range got {
-		if s < base {
-			t.Fatalf("%s got %d, below the base %d", r, s, base)
+		if s < 0 {
+			t.Fatalf("%s got %d", r, s)
 		}
 		sum += s
 		total += demand[r]
-		lost += max(0, base-demand[r])
+		lacking += max(0, base-demand[r])
 	}
 	if sum != limit {
-		t.Fatalf("shares sum to %d, want the limit %d", sum, limit)
+		t.Fatalf("shares sum to %d, want the limit %d (shares %v)", sum, limit, got)
 	}
-	served := region.Served(got, demand)
-	want := min(total, limit-lost) // all of it when it fits, else all but the unused bases
-	if served != want {
-		t.Fatalf("serves %d of demand %d at limit %d, want %d (shares %v)", served, total, limit, want, got)
+	if served := region.Served(got, demand); served != min(total, limit) {
+		t.Fatalf("serves %d of demand %d at limit %d, want all it can (shares %v)", served, total, limit, got)
+	}
+	lo, hi := int64(math.MaxInt64), int64(0) // the leftover each region got beyond demand and base
+	for r, s := range got {
+		d := demand[r]
+		switch {
+		case total > limit && s > d:
+			t.Fatalf("%s got %d above its demand %d while demand %d exceeds the limit %d", r, s, d, total, limit)
+		case total <= limit && s < d:
+			t.Fatalf("%s got %d below its demand %d though demand %d fits in the limit %d", r, s, d, total, limit)
+		case total <= limit && lacking <= limit-total && s < base:
+			t.Fatalf("%s got %d below the base %d though the slack %d covers the floors (%d)", r, s, base, limit-total, lacking)
+		case total <= limit && lacking > limit-total && s > max(d, base):
+			t.Fatalf("%s got %d above max(demand %d, base %d) while floors are short", r, s, d, base)
+		}
+		lo, hi = min(lo, s-max(d, base)), max(hi, s-max(d, base))
+	}
+	if total <= limit && lacking <= limit-total && hi-lo > 1 {
+		t.Fatalf("the leftover is spread unevenly: %d to %d extra (shares %v)", lo, hi, got)
 	}
 	if limit <= 1<<40 && total <= 1<<40 { // the float64 oracle is exact here
-		if p := region.Served(proportional(limit, demand, floor), demand); served < p {
-			t.Fatalf("serves %d, less than the proportional rule's %d", served, p)
+		if p := region.Served(proportional(limit, demand, floor), demand); region.Served(got, demand) < p {
+			t.Fatalf("serves less than the proportional rule's %d", p)
 		}
 	}
 	again, _ := region.Rebalance(limit, demand, floor)
 	if !maps.Equal(got, again) {
 		t.Fatalf("not deterministic: %v then %v", got, again)
+	}
+}
+
+// TestRegionRebalanceProperties checks checkShares' promises over random limits, floors and
+// demands, a third of them with total demand at most the limit, where floors compete for slack.
+func TestRegionRebalanceProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 4))
+	names := []string{"a", "b", "c", "d", "e", "f", "g"}
+	for i := range 20000 {
+		limit := 1 + rng.Int64N([]int64{10, 1000, 1 << 40, math.MaxInt64}[rng.IntN(4)])
+		floor := []float64{0, 0.1, rng.Float64(), 0.999}[rng.IntN(4)]
+		n := 1 + rng.IntN(len(names))
+		scale := max(1, limit/int64(n)) // demand of the order of an even share
+		if rng.IntN(3) == 0 {
+			scale = max(1, scale/2)
+		}
+		demand := map[string]int64{}
+		for _, r := range names[:n] {
+			switch rng.IntN(4) {
+			case 0: // idle
+				demand[r] = 0
+			default:
+				demand[r] = rng.Int64N(2 * min(scale, math.MaxInt64/16)) // the total fits in an int64
+			}
+		}
+		got, err := region.Rebalance(limit, demand, floor)
+		if err != nil {
+			t.Fatalf("case %d: Rebalance(%d, %v, %v): %v", i, limit, demand, floor, err)
+		}
+		checkShares(t, limit, demand, floor, got)
 	}
 }
 
@@ -274,7 +346,7 @@ func FuzzRebalance(f *testing.F) {
 func TestSimulate(t *testing.T) {
 	regions := []string{"mumbai", "frankfurt", "virginia"}
 	demand := map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}
-	sim, err := region.Simulate(region.SimConfig{Limit: 900, Regions: regions, Demand: demand})
+	sim, err := region.Simulate(region.SimConfig{Limit: 900, Regions: regions, Demand: demand, Floor: region.DefaultFloor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +411,7 @@ func TestSimulateInvalid(t *testing.T) {
 		{"limit above 2^53", region.SimConfig{Limit: 1<<53 + 1, Regions: regions}, "limit"},
 		{"no regions", region.SimConfig{Limit: 10}, "regions"},
 		{"floor of 1", region.SimConfig{Limit: 10, Regions: regions, Floor: 1}, "floor"},
+		{"negative floor", region.SimConfig{Limit: 10, Regions: regions, Floor: -1}, "floor"},
 		{"negative demand", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"b": -1}}, "demand[b]"},
 		{"demand of an unlisted region", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"c": 1}}, "demand[c]"},
 		{"total demand above 2^53", region.SimConfig{Limit: 10, Regions: regions, Demand: map[string]int64{"a": 1 << 53, "b": 1}}, "demand"},
@@ -353,7 +426,7 @@ func TestSimulateInvalid(t *testing.T) {
 	}
 	// The caller's slice is not kept.
 	rs := []string{"a", "b"}
-	sim, err := region.Simulate(region.SimConfig{Limit: 10, Regions: rs, Floor: -1})
+	sim, err := region.Simulate(region.SimConfig{Limit: 10, Regions: rs})
 	if err != nil {
 		t.Fatal(err)
 	}

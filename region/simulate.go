@@ -20,7 +20,7 @@ type SimConfig struct {
 	Regions []string
 	// Demand is each region's demand per minute at the start of the hour. A region missing has 0.
 	Demand map[string]int64
-	// Floor is Rebalance's floor. 0 means DefaultFloor; negative reserves nothing.
+	// Floor is Rebalance's floor, from 0 to below 1. 0 reserves nothing.
 	Floor float64
 	// Every is how many minutes apart rebalances run. 0 means every minute.
 	Every int
@@ -29,7 +29,7 @@ type SimConfig struct {
 // Simulation is an hour of demand served by an even split and by rebalanced shares.
 type Simulation struct {
 	Limit   int64
-	Floor   float64 // the floor applied, after SimConfig's defaults
+	Floor   float64 // Rebalance's floor
 	Every   int     // minutes between rebalances, after SimConfig's defaults
 	Regions []string
 	Minutes []Minute // SimMinutes of them, minute 0 first
@@ -64,7 +64,7 @@ type Totals struct {
 // The limit must be from 1 to 2^53 and the total demand at most 2^53; the other rules are
 // Even's and Rebalance's, and errors are *sluice.InvalidError as theirs.
 func Simulate(cfg SimConfig) (*Simulation, error) {
-	floor := floorOf(cfg.Floor)
+	floor := cfg.Floor
 	every := cfg.Every
 	if every == 0 {
 		every = 1
@@ -96,8 +96,8 @@ func Simulate(cfg SimConfig) (*Simulation, error) {
 			return nil, invalid("demand["+r+"]", "names a region not in regions")
 		}
 	}
-	if _, err := Rebalance(cfg.Limit, map[string]int64{cfg.Regions[0]: 0}, floor); err != nil {
-		return nil, err // the floor, checked before the hour starts
+	if err := checkFloor(floor); err != nil {
+		return nil, err
 	}
 
 	sim := &Simulation{Limit: cfg.Limit, Floor: floor, Every: every, Regions: slices.Clone(cfg.Regions)}

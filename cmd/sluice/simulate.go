@@ -16,8 +16,8 @@ import (
 const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.png]
 
 Splits a global limit of N requests per interval across regions two ways and compares them: evenly,
-and rebalanced by demand (each region gets an even base of floor*limit, demand above the base is
-met in full or, when it exceeds the rest, in proportion, and what is left is spread evenly; see
+and rebalanced by demand (demand is met in full when it fits in the limit, else in proportion; what
+it leaves raises quiet regions to an even base of floor*limit, and the rest is spread evenly; see
 docs/regions.md). It prints one line per region, in the order given:
 
   REGION even=SHARE rebalanced=SHARE
@@ -67,7 +67,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	}
 	limit := fs.Int64("limit", 0, "the global limit `N`, requests per interval (per minute in the plot); required")
 	demandFlag := fs.String("demand", "", "each region's demand per interval, `REGION=N,...`; required")
-	floor := fs.Float64("floor", region.DefaultFloor, "fraction `F` of the limit reserved evenly, from 0 to below 1")
+	floor := fs.Float64("floor", region.DefaultFloor, "fraction `F` of the limit held evenly for quiet regions out of what demand leaves, from 0 (none) to below 1")
 	plot := fs.String("plot", "", "write an hour's simulation to `FILE.png`")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,11 +108,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return fail("%s", flagError(err))
 	}
 	if *plot != "" {
-		simFloor := *floor
-		if simFloor == 0 {
-			simFloor = -1 // SimConfig's way of saying none
-		}
-		sim, err := region.Simulate(region.SimConfig{Limit: *limit, Regions: regions, Demand: demand, Floor: simFloor})
+		sim, err := region.Simulate(region.SimConfig{Limit: *limit, Regions: regions, Demand: demand, Floor: *floor})
 		if err != nil {
 			return fail("%s", flagError(err))
 		}
