@@ -95,8 +95,13 @@ type Config struct {
 	// MaxSettle is the largest reserved or actual a settle may carry, so one call cannot put a key
 	// deeper in debt than this; default DefaultMaxSettle.
 	MaxSettle int64
+	// RequireStore makes sluice serve exit when the store cannot answer at start, instead of
+	// serving (not ready) until it does. Read at start only.
+	RequireStore bool
 	// Network holds the listeners' timeouts, connection caps, allowed hosts and trusted proxies.
 	Network
+
+	maxKeysSet bool // the file set maxKeys, which only the embedded store reads
 }
 
 // Streams configures stream mode: the store of its log and outputs, and its queries.
@@ -158,6 +163,7 @@ type file struct {
 	MaxSlotTTL   string               `yaml:"maxSlotTtl"`
 	MaxSlotLimit *int64               `yaml:"maxSlotLimit"`
 	MaxSettle    *int64               `yaml:"maxSettle"`
+	RequireStore yaml.Node            `yaml:"requireStore"`
 	rawNetwork   `yaml:",inline"`
 }
 
@@ -239,6 +245,11 @@ func Parse(data []byte) (*Config, error) {
 	if err := c.bounds(f); err != nil {
 		return nil, err
 	}
+	required, err := boolean("requireStore", &f.RequireStore)
+	if err != nil {
+		return nil, err
+	}
+	c.RequireStore = required
 	if err := c.network(f.rawNetwork); err != nil {
 		return nil, err
 	}
@@ -280,7 +291,7 @@ func (c *Config) bounds(f file) *Error {
 		if *f.MaxKeys < 1 {
 			return fail("maxKeys", "must be at least 1, got %d", *f.MaxKeys)
 		}
-		c.MaxKeys = *f.MaxKeys
+		c.MaxKeys, c.maxKeysSet = *f.MaxKeys, true
 	}
 	if f.MaxSlotTTL != "" {
 		d, err := time.ParseDuration(f.MaxSlotTTL)
@@ -355,6 +366,30 @@ func (c *Config) Lease(policy string) bool {
 		return strings.Compare(p.Name(), name)
 	})
 	return found && c.Policies[i].Lease
+}
+
+// Embedded reports whether url names the embedded (memory) store.
+func Embedded(url string) bool { return url == DefaultStore || url == "memory://" }
+
+// Warnings lists the options that do nothing where the config sets them, each naming its path:
+// lease and nearCache on the embedded store, maxKeys on a shared one. They are warnings, not
+// errors, because the same file may be meant for the other kind of store (--store overrides).
+// Call it after the flags are applied.
+func (c *Config) Warnings() []string {
+	var out []string
+	if Embedded(c.Store) {
+		for _, p := range c.Policies {
+			if p.NearCache {
+				out = append(out, fmt.Sprintf("policies.%s.nearCache: does nothing on the embedded store (memory), which answers as fast as the cache would; it applies over redis or postgres", p.Name()))
+			}
+			if p.Lease {
+				out = append(out, fmt.Sprintf("policies.%s.lease: does nothing on the embedded store (memory), where every check is already local; it applies over redis or postgres", p.Name()))
+			}
+		}
+	} else if c.maxKeysSet {
+		out = append(out, fmt.Sprintf("maxKeys: does nothing on store %s; it caps the embedded store (memory) only", RedactURL(c.Store)))
+	}
+	return out
 }
 
 // FailModeOf returns the fail mode of the named policy, or the file's for an unknown one.
@@ -663,7 +698,7 @@ func globCheck(pattern string) (string, error) {
 
 // Keys a file may hold, by level: checkKeys names an unknown one by its path.
 var (
-	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle"}
+	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle", "requireStore"}
 	streamsKeys = []string{"store", "queries"}
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
@@ -732,7 +767,11 @@ func keysIn(m *yaml.Node, prefix string, allowed []string) error {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k := m.Content[i].Value
 		if !slices.Contains(allowed, k) {
-			return fail(prefix+strconv.Quote(k), "unknown field (line %d)", m.Content[i].Line)
+			hint := ""
+			if near := nearest(k, allowed); near != "" {
+				hint = fmt.Sprintf("; did you mean %q?", near)
+			}
+			return fail(prefix+strconv.Quote(k), "unknown field (line %d)%s", m.Content[i].Line, hint)
 		}
 		if seen[k] {
 			return fail(prefix+k, "set twice (line %d)", m.Content[i].Line)
@@ -740,6 +779,38 @@ func keysIn(m *yaml.Node, prefix string, allowed []string) error {
 		seen[k] = true
 	}
 	return nil
+}
+
+// nearest returns the known key closest to k by edit distance, ignoring case, or "" when none is
+// close enough to be what was meant (at most 2 edits, and fewer than a third of k's length).
+func nearest(k string, known []string) string {
+	best, bestD := "", 3
+	for _, c := range known {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(c)); d < bestD && d*3 < max(len(k), 3) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func valueOf(m *yaml.Node, key string) *yaml.Node {

@@ -222,6 +222,10 @@ func TestErrors(t *testing.T) {
 		{"nearCache on a limit", "policies:\n  a:\n    limits:\n      - {strategy: fixedWindow, limit: 1, window: 1s, nearCache: true}", `policies.a.limits[0]."nearCache"`, "unknown field (line 4)"},
 		{"nearCache at the top", "nearCache: true", `"nearCache"`, "unknown field (line 1)"},
 		{"a field set twice", "http: 127.0.0.1:1\nhttp: 127.0.0.1:2", "http", "set twice (line 2)"},
+		{"a field in the wrong case", "storetimeout: 1s", `"storetimeout"`, `unknown field (line 1); did you mean "storeTimeout"?`},
+		{"a policy field misspelt", "policies:\n  a: {strategy: fixedWindow, limt: 1, window: 1s}", `policies.a."limt"`, `did you mean "limit"?`},
+		{"a stream field misspelt", "streams:\n  queries:\n    q: {stream: s, windw: 1s}", `streams.queries.q."windw"`, `did you mean "window"?`},
+		{"requireStore not a bool", "requireStore: yes please", "requireStore", `must be true or false, got "yes please"`},
 		{"two documents", "store: memory\n---\nstore: memory", "(file)", "more than one YAML document"},
 		{"limit of another type", "policies:\n  a: {strategy: fixedWindow, limit: many, window: 1s}", "(file)", "cannot unmarshal"},
 		{"not a mapping", "- store", "(file)", "cannot unmarshal"},
@@ -243,6 +247,57 @@ func TestErrors(t *testing.T) {
 			}
 			if want := "config: " + ce.Path + ": "; !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("error %q, want it to start with %q", err, want)
+			}
+		})
+	}
+}
+
+// An unknown field far from every known one gets no suggestion: a wrong guess misleads.
+func TestUnknownFieldNoSuggestion(t *testing.T) {
+	for _, tt := range []struct{ name, yaml string }{
+		{"far from all", "bogus: 1"},
+		{"short", "xy: 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tt.yaml))
+			if err == nil || strings.Contains(err.Error(), "did you mean") {
+				t.Errorf("Parse: %v, want an unknown field without a suggestion", err)
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	const pol = "policies:\n  a: {strategy: gcra, limit: 1, period: 1s, burst: 1, lease: true, nearCache: true}\n  b: {strategy: gcra, limit: 1, period: 1s, burst: 1}\n"
+	tests := []struct {
+		name, yaml, store string // store overrides the file's, as --store does
+		want              []string
+	}{
+		{name: "lease and nearCache on memory", yaml: pol, want: []string{
+			"policies.a.nearCache: does nothing on the embedded store", "policies.a.lease: does nothing on the embedded store"}},
+		{name: "lease and nearCache on redis", yaml: pol, store: "redis://127.0.0.1:6379"},
+		{name: "maxKeys on redis", yaml: "store: redis://u:pw@h:6379\nmaxKeys: 10\n", want: []string{
+			"maxKeys: does nothing on store redis://u:xxxxx@h:6379"}},
+		{name: "maxKeys on memory", yaml: "maxKeys: 10\n"},
+		{name: "nothing set", yaml: "store: memory://\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.store != "" {
+				c.Store = tt.store
+			}
+			got := c.Warnings()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Warnings = %q, want %d like %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("warning %d %q, want it to start with %q", i, got[i], w)
+				}
 			}
 		})
 	}
