@@ -13,13 +13,13 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// pingStore is a store whose Ping answers err; its checks go to a memory store.
+// pingStore is a store whose Ping answers *err; its checks go to a memory store.
 type pingStore struct {
 	*memory.Store
-	err error
+	err *error
 }
 
-func (p pingStore) Ping(context.Context) error { return p.err }
+func (p pingStore) Ping(context.Context) error { return *p.err }
 
 var errPing = errors.New("redis store: slots 0-5460 (master 10.0.0.1:7000): connection refused")
 
@@ -28,9 +28,14 @@ func TestReady(t *testing.T) {
 		name   string
 		config string
 		extra  bool  // a front end adds a policy (Envoy's rules take the file's fail mode)
-		ping   error // what the store's Ping answers
+		ping   error // what the store's Ping answers, after it answered once
+		never  bool  // the store has not answered since start
 		want   string
 	}{
+		{name: "store never answered, every policy fails open", ping: errPing, never: true, want: "has not answered since start",
+			config: "policies:\n  a: {strategy: gcra, limit: 1, period: 1s, burst: 1}\n"},
+		{name: "store never answered, no policy", ping: errPing, never: true, want: "has not answered since start",
+			config: "policies: {}\n"},
 		{name: "store answers", ping: nil,
 			config: "policies:\n  a: {strategy: gcra, limit: 1, period: 1s, burst: 1, failMode: closed}\n"},
 		{name: "store down, every policy fails open", ping: errPing,
@@ -47,11 +52,18 @@ func TestReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, err := server.New(parse(t, tt.config), pingStore{memStore(t), tt.ping},
+			var ping error
+			srv, err := server.New(parse(t, tt.config), pingStore{memStore(t), &ping},
 				server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !tt.never {
+				if err := srv.Probe(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ping = tt.ping
 			if tt.extra {
 				x := sluice.MustPolicy("envoy:x", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 60_000}})
 				if err := srv.SetExtraPolicies("envoy", []*sluice.Policy{x}); err != nil {
@@ -73,11 +85,16 @@ func TestReady(t *testing.T) {
 // makes the last fail-closed policy fail open makes a Server whose store is down ready.
 func TestReadyFollowsReload(t *testing.T) {
 	closed := "policies:\n  a: {strategy: gcra, limit: 1, period: 1s, burst: 1, failMode: closed}\n"
-	srv, err := server.New(parse(t, closed), pingStore{memStore(t), errPing},
+	var ping error
+	srv, err := server.New(parse(t, closed), pingStore{memStore(t), &ping},
 		server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready with the store answering: %v", err)
+	}
+	ping = errPing
 	if err := srv.Ready(context.Background()); err == nil {
 		t.Fatal("ready with the store down and a policy failing closed")
 	}

@@ -45,6 +45,9 @@ type Server struct {
 	metrics *metrics
 	leaser  *lease.Leaser // answers the checks of policies with lease: true; nil over the memory store
 	timeout time.Duration // the store's default timeout, for a config that sets none
+	// answered is set once the store has answered a Ping: until then Ready fails whatever the
+	// fail modes, so that a store unreachable from the start (a typo in its URL) is never ready.
+	answered atomic.Bool
 
 	mu    sync.Mutex                  // serializes changes to the policy set, and guards extra
 	extra map[string][]*sluice.Policy // policies front ends add beside the config's, by owner
@@ -200,8 +203,8 @@ func (s *Server) MetricsHandler() http.Handler {
 
 // Ready reports whether the Server can decide checks: a config is loaded, and either the store
 // answers its Ping within the store timeout (on Redis: every slot's master takes a write) or
-// every policy in force fails open. In that second case checks are decided by the fail mode, which
-// is what the operator asked for: behind a load balancer, every instance would go unready at once
+// every policy in force fails open, once the store has answered since start (Probe or Ready). In
+// that second case checks are decided by the fail mode, which is what the operator asked for: behind a load balancer, every instance would go unready at once
 // over one store outage, and fail-open would become failing everything. Operations other than
 // checks (Peek, Refund, Admit…) still fail while the store does; the fail-mode metrics show it.
 // The error otherwise says why: no config, or the store's failure and the policies that fail
@@ -219,7 +222,11 @@ func (s *Server) Ready(ctx context.Context) error {
 	defer cancel()
 	err := p.Ping(ctx)
 	if err == nil {
+		s.answered.Store(true)
 		return nil
+	}
+	if !s.answered.Load() {
+		return fmt.Errorf("server: not ready: the store has not answered since start: %w", err)
 	}
 	var closed []string // the policies in force, front ends' included, that fail closed
 	for _, pol := range s.lim.Policies() {
@@ -235,6 +242,22 @@ func (s *Server) Ready(ctx context.Context) error {
 		closed, more = closed[:5], fmt.Sprintf(" and %d more", len(closed)-5)
 	}
 	return fmt.Errorf("server: not ready: the store cannot answer, and policies %q%s fail closed: %w", closed, more, err)
+}
+
+// Probe asks the store to answer (its Ping) within ctx, not the store timeout: at start, a first
+// connection may take longer than a call. Nil means it answered, and Ready then follows the fail
+// modes; a store without Ping always answers.
+func (s *Server) Probe(ctx context.Context) error {
+	p, ok := s.guard.inner.(interface{ Ping(context.Context) error })
+	if !ok {
+		s.answered.Store(true)
+		return nil
+	}
+	if err := p.Ping(ctx); err != nil {
+		return err
+	}
+	s.answered.Store(true)
+	return nil
 }
 
 // Code classifies an error of the Server's operations for a front end to map.
