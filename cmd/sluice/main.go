@@ -44,8 +44,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // 2 bad usage or an error that stopped the command.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
-		return 0
+		fmt.Fprint(stderr, usage)
+		return 2
 	}
 	switch args[0] {
 	case "serve":
@@ -86,6 +86,25 @@ type fileList []string
 func (l *fileList) String() string     { return strings.Join(*l, ",") }
 func (l *fileList) Set(v string) error { *l = append(*l, v); return nil }
 
+// parseInterspersed parses fs's flags wherever they stand among args (the flag package stops at
+// the first non-flag) and returns the other arguments in order; after "--" all are arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		if n := len(args) - len(left); n > 0 && args[n-1] == "--" {
+			return append(rest, left...), nil
+		}
+		rest, args = append(rest, left[0]), left[1:]
+	}
+}
+
 // vectorFile is a parsed vector file with the path it came from, for messages.
 type vectorFile struct {
 	path string
@@ -102,13 +121,14 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 	var paths fileList
 	fs.Var(&paths, "vectors", "vector `FILE` to replay; repeatable, and files may also follow the flags")
 	storeURL := fs.String("store", "memory", "store `URL` to check against: "+supportedStores)
-	if err := fs.Parse(args); err != nil {
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	paths = append(paths, fs.Args()...)
+	paths = append(paths, rest...)
 	if len(paths) == 0 {
 		fmt.Fprintln(stderr, "sluice conformance: no vector files; pass --vectors FILE")
 		return 2

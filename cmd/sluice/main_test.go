@@ -54,6 +54,23 @@ func TestRun(t *testing.T) {
 			lastLine: allPassed,
 		},
 		{
+			name:     "flags after the file list",
+			args:     append(append([]string{"conformance"}, vectors...), "--store", "memory://"),
+			lastLine: allPassed,
+		},
+		{
+			name:   "store after the file list is read as the store",
+			args:   []string{"conformance", wrong, "--store", "mysql://localhost/sluice"},
+			code:   2,
+			stderr: []string{`"mysql://localhost/sluice"`, "supported: memory"},
+		},
+		{
+			name:     "files after -- are files",
+			args:     []string{"conformance", "--store", "memory", "--", wrong},
+			code:     1,
+			lastLine: "1 passed, 1 failed",
+		},
+		{
 			name:     "wrong expectation",
 			args:     []string{"conformance", "--vectors", wrong},
 			code:     1,
@@ -108,7 +125,8 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:   "no arguments",
-			stdout: []string{"usage: sluice"},
+			code:   2,
+			stderr: []string{"usage: sluice"},
 		},
 		{
 			name:   "unknown command",
