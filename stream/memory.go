@@ -50,6 +50,7 @@ type memQuery struct {
 	q      Query
 	agg    *Aggregator
 	offset int64
+	events int64
 }
 
 var _ Backend = (*MemoryEngine)(nil)
@@ -170,6 +171,7 @@ func (m *MemoryEngine) Process(ctx context.Context, q Query, now int64, max int)
 		mq.offset = log[i].offset
 		n++
 	}
+	mq.events += int64(n)
 	for _, w := range mq.agg.Close(now) {
 		m.seq++
 		w.Offset = m.seq
@@ -254,7 +256,7 @@ func (m *MemoryEngine) Stats(ctx context.Context, name string) (Stats, error) {
 		return Stats{}, nil
 	}
 	st := mq.agg.Stats()
-	st.Offset = mq.offset
+	st.Offset, st.Events = mq.offset, mq.events
 	return st, nil
 }
 

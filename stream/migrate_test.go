@@ -36,3 +36,38 @@ func TestMigrationKeepsFirstDecision(t *testing.T) {
 		t.Fatalf("decisions after the upgrade %+v", ds)
 	}
 }
+
+// TestMigrationBackfillsQueryEvents upgrades a schema whose queries have consumed part of a log
+// that other streams share: each query's Events counts only its own stream's events.
+func TestMigrationBackfillsQueryEvents(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "stream_test")
+	ctx := context.Background()
+	if err := migrateSchemaTo(ctx, pool, schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	q := pgx.Identifier{schema}.Sanitize()
+	// Offsets 1..10 alternate streams a and b; query qa consumed a's through offset 7 (4 events).
+	if _, err := pool.Exec(ctx, "INSERT INTO "+q+".log (at, cost, stream, key)"+
+		" SELECT 1, 1, CASE WHEN i % 2 = 1 THEN 'a' ELSE 'b' END, 'k' FROM generate_series(1, 10) i"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+q+".queries (name, stream, window_ms, grace_ms, idle_flush_ms, quota, \"offset\", horizon, max_at)"+
+		" VALUES ('qa', 'a', 1000, 0, 0, 0, 7, 0, 1), ('qb', 'b', 1000, 0, 0, 0, 0, 0, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(pool, Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		query  string
+		events int64
+	}{{"qa", 4}, {"qb", 0}} {
+		st, err := e.Stats(ctx, tc.query)
+		if err != nil || st.Events != tc.events {
+			t.Errorf("%s: Stats %+v, %v; want Events %d", tc.query, st, err, tc.events)
+		}
+	}
+}

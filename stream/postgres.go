@@ -312,8 +312,8 @@ func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max
 			return 0, err
 		}
 	}
-	if _, err := tx.Exec(ctx, "UPDATE "+e.q+".queries SET \"offset\" = $2, horizon = $3, max_at = $4, late = $5, late_sum = $6 WHERE name = $1",
-		q.Name, offset, next.Horizon, next.MaxAt, next.Late, next.LateSum); err != nil {
+	if _, err := tx.Exec(ctx, "UPDATE "+e.q+".queries SET \"offset\" = $2, horizon = $3, max_at = $4, late = $5, late_sum = $6, events = events + $7 WHERE name = $1",
+		q.Name, offset, next.Horizon, next.MaxAt, next.Late, next.LateSum, len(events)); err != nil {
 		return 0, err
 	}
 	return len(events), nil
@@ -406,9 +406,9 @@ func (e *Engine) Stats(ctx context.Context, name string) (Stats, error) {
 		return Stats{}, err
 	}
 	var st Stats
-	err := e.pool.QueryRow(ctx, "SELECT \"offset\", horizon, max_at, late, late_sum,"+
+	err := e.pool.QueryRow(ctx, "SELECT \"offset\", events, horizon, max_at, late, late_sum,"+
 		" (SELECT count(*) FROM "+e.q+".open_windows WHERE query = $1) FROM "+e.q+".queries WHERE name = $1", name).Scan(
-		&st.Offset, &st.Horizon, &st.MaxAt, &st.Late, &st.LateSum, &st.Open)
+		&st.Offset, &st.Events, &st.Horizon, &st.MaxAt, &st.Late, &st.LateSum, &st.Open)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Stats{}, nil
 	}

@@ -69,11 +69,14 @@ type Query struct {
 	Quota       int64  `json:"quota"`
 }
 
-// Stats is a query's progress: the stream offset it consumed through, the watermark-or-idle
-// horizon below which its windows are closed, how many events (and their cost) arrived after
-// their window had closed and so are in no window, and how many windows are open.
+// Stats is a query's progress: the log offset it consumed through and how many events of its
+// stream that was, the watermark-or-idle horizon below which its windows are closed, how many
+// events (and their cost) arrived after their window had closed and so are in no window, and how
+// many windows are open. Offsets are positions in one log that every stream of the backend
+// shares, so Offset is not a count of the stream's events: Events is.
 type Stats struct {
 	Offset  int64 `json:"offset"`
+	Events  int64 `json:"events"` // since the query was registered or last Reset
 	Horizon int64 `json:"horizon"`
 	MaxAt   int64 `json:"maxAt"`
 	Late    int64 `json:"late"`
