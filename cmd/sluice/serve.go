@@ -43,6 +43,7 @@ type serveFlags struct {
 	reloadEvery               time.Duration
 	resetQueries              []string
 	maxKeys                   int
+	requireStore              bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -67,6 +68,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil
 	})
 	fs.DurationVar(&f.reloadEvery, "reload-every", time.Second, "how often to look for a changed config file (SIGHUP reloads at once)")
+	fs.BoolVar(&f.requireStore, "require-store", false, "exit non-zero when the store cannot answer at start, instead of serving (not ready) until it does; as requireStore: true in the config")
 	fs.IntVar(&f.maxKeys, "max-keys", 0, "keys the embedded store may hold, overriding the config's maxKeys (default 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -115,13 +117,34 @@ func (f *serveFlags) load() (*config.Config, error) {
 	if f.maxKeys > 0 {
 		cfg.MaxKeys = f.maxKeys
 	}
+	if f.requireStore {
+		cfg.RequireStore = true
+	}
 	return cfg, cfg.Check()
 }
+
+// warnings are the config's options that do nothing where they are set (config.Warnings), and
+// the flags' likewise.
+func (f *serveFlags) warnings(cfg *config.Config) []string {
+	w := cfg.Warnings()
+	if f.maxKeys > 0 && !config.Embedded(cfg.Store) {
+		w = append(w, fmt.Sprintf("--max-keys: does nothing on store %s; it caps the embedded store (memory) only", config.RedactURL(cfg.Store)))
+	}
+	return w
+}
+
+// startProbe bounds the store's first answer at start, longer than a call's store timeout: a
+// first connection may take a few round trips.
+const startProbe = 5 * time.Second
+
+// probeEvery is how often serve asks a store that has not answered since start, to log when it does.
+const probeEvery = time.Second
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config `FILE` to check")
+	storeURL := fs.String("store", "", "store `URL` serve will be given, overriding the config's, for the checks that depend on it (nothing connects to it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -134,13 +157,36 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*path)
 	if err == nil {
-		_, err = loadRules(cfg)
+		if *storeURL != "" {
+			cfg.Store = *storeURL
+		}
+		if _, err = loadRules(cfg); err == nil {
+			err = checkStoreURL(cfg.Store)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice validate: %s: %v\n", *path, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok, %d policies\n", *path, len(cfg.Policies))
+	// Warnings, not errors: the same file may be meant for another store (see config.Warnings).
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "sluice validate: %s: warning: %s\n", *path, w)
+	}
+	fmt.Fprintf(stdout, "%s: ok, %d policies", *path, len(cfg.Policies))
+	if cfg.Streams != nil {
+		names := make([]string, len(cfg.Streams.Queries))
+		for i, q := range cfg.Streams.Queries {
+			names[i] = q.Name
+		}
+		fmt.Fprintf(stdout, ", %d stream queries %q", len(names), names)
+	}
+	fmt.Fprintln(stdout)
+	// The one check serve makes that needs the stream store: a query stored there under another
+	// definition is refused until reset. The embedded stream store keeps nothing across starts.
+	if cfg.Streams != nil && len(cfg.Streams.Queries) > 0 && !config.Embedded(cfg.Streams.Store) {
+		fmt.Fprintf(stdout, "%s: not checked without the store: whether streams.store %s holds a query under another definition, which serve refuses until started once with --reset-query NAME\n",
+			*path, config.RedactURL(cfg.Streams.Store))
+	}
 	return 0
 }
 
@@ -189,6 +235,23 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			log.Warn("sluice serve: returning unspent leases", "err", err)
 		}
 	}()
+	for _, w := range f.warnings(cfg) {
+		log.Warn("sluice serve: option has no effect", "option", w)
+	}
+	// A store that cannot answer at start is most likely misnamed: say so loudly, and stay
+	// unready (server.Ready) until it answers, or exit when asked to.
+	probeCtx, cancelProbe := context.WithTimeout(ctx, startProbe)
+	err = srv.Probe(probeCtx)
+	cancelProbe()
+	if err != nil {
+		err = fmt.Errorf("store %s cannot answer: %w", config.RedactURL(cfg.Store), redactedError{err, cfg.Store})
+		if cfg.RequireStore {
+			return fmt.Errorf("%w (--require-store)", err)
+		}
+		log.Error("sluice serve: "+err.Error()+"; not ready until it answers", "store", config.RedactURL(cfg.Store))
+		stopProbing := probeUntilAnswered(srv, log, cfg.Store)
+		defer stopProbing()
+	}
 	var tokens *bearer.Live // nil: auth off
 	if f.tokens != nil {
 		tokens = bearer.NewLive(f.tokens)
@@ -282,6 +345,9 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 			err = errors.New("the config holds no policies and no envoy rules; keeping the one in force")
 		}
 		if err == nil {
+			for _, w := range f.warnings(next) {
+				log.Warn("sluice serve: option has no effect", "option", w)
+			}
 			var r *envoy.Rules
 			if r, err = loadRules(next); err == nil {
 				// The new rules' policies go in first: the new config may name them.
@@ -359,6 +425,33 @@ loop:
 		return serveErr
 	}
 	return nil
+}
+
+// probeUntilAnswered asks the store every probeEvery until it answers, then logs that it does;
+// the returned func stops it.
+func probeUntilAnswered(srv *server.Server, log *slog.Logger, store string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(probeEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, startProbe)
+			err := srv.Probe(pctx)
+			pcancel()
+			if err == nil {
+				log.Info("sluice serve: store answering", "store", config.RedactURL(store))
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // openStreams opens stream mode's backend and registers its queries, resetting those named in

@@ -195,12 +195,27 @@ func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	writeConfig(t, bad, "policies:\n  api: {strategy: tokenBucket, capacity: 10, refillPerSec: -1}\n")
+	idle := filepath.Join(dir, "idle.yaml")
+	writeConfig(t, idle, "policies:\n  hot: {strategy: gcra, limit: 1, period: 1s, burst: 1, lease: true, nearCache: true}\n")
+	streamsOnly := filepath.Join(dir, "streams.yaml")
+	writeConfig(t, streamsOnly, "streams:\n  queries:\n    rate-limiter: {stream: api, window: 2s, quota: 5}\n    audit: {stream: api, window: 1m}\n")
+	pgStreams := filepath.Join(dir, "pg.yaml")
+	writeConfig(t, pgStreams, "streams:\n  store: postgres://u:s3cret@db/sluice\n  queries:\n    q: {stream: api, window: 2s}\n")
+	badStore := filepath.Join(dir, "badstore.yaml")
+	writeConfig(t, badStore, "store: mysql://db/sluice\n")
 	tests := []struct {
 		name     string
 		args     []string
 		code     int
 		contains string
 	}{
+		{"lease on memory warns", []string{"--config", idle}, 0, "warning: policies.hot.lease: does nothing on the embedded store"},
+		{"nearCache on memory warns", []string{"--config", idle}, 0, "warning: policies.hot.nearCache: does nothing on the embedded store"},
+		{"lease over redis is quiet", []string{"--config", idle, "--store", "redis://127.0.0.1:6379"}, 0, "ok, 1 policies\n"},
+		{"streams-only names its queries", []string{"--config", streamsOnly}, 0, `ok, 0 policies, 2 stream queries ["audit" "rate-limiter"]`},
+		{"stored definitions not checked", []string{"--config", pgStreams}, 0, "not checked without the store: whether streams.store postgres://u:xxxxx@db/sluice holds a query under another definition"},
+		{"unsupported store", []string{"--config", badStore}, 1, `unsupported store "mysql://db/sluice"`},
+		{"unsupported --store", []string{"--config", idle, "--store", "redis:/typo"}, 1, "unsupported store"},
 		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 6 policies"},
 		{"names the offending path", []string{"--config", bad}, 1, "policies.api.refillPerSec"},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},

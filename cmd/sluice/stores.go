@@ -23,21 +23,32 @@ const openTimeout = 30 * time.Second
 // openStore opens the store that url names; the closer releases it. Shared stores plug in here.
 func openStore(url string) (sluice.Store, io.Closer, error) { return openStoreWith(url, 0) }
 
+// storeKind names the store url is for: "memory", "redis" or "postgres"; "" for none supported.
+func storeKind(url string) string {
+	switch {
+	case url == "memory" || url == "memory://":
+		return "memory"
+	case strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") || strings.HasPrefix(url, "redis-") || strings.HasPrefix(url, "rediss-"):
+		return "redis"
+	case strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://"):
+		return "postgres"
+	}
+	return ""
+}
+
 // openStoreWith is openStore with the embedded store's key cap (0: none).
 func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
-	switch url {
-	case "memory", "memory://":
+	switch storeKind(url) {
+	case "memory":
 		s := memory.New(memory.Config{MaxKeys: maxKeys})
 		return s, s, nil
-	}
-	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "rediss://") || strings.HasPrefix(url, "redis-") || strings.HasPrefix(url, "rediss-") {
+	case "redis":
 		s, err := redisstore.Open(url)
 		if err != nil {
 			return nil, nil, fmt.Errorf("store %s: %w", config.RedactURL(url), redactedError{err, url})
 		}
 		return s, s, nil
-	}
-	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+	case "postgres":
 		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 		defer cancel()
 		s, err := pgstore.Open(ctx, url)
@@ -46,7 +57,25 @@ func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
 		}
 		return s, s, nil
 	}
-	return nil, nil, fmt.Errorf("unsupported store %q; supported: %s", config.RedactURL(url), supportedStores)
+	return nil, nil, unsupportedStore(url)
+}
+
+// checkStoreURL checks what openStoreWith would refuse of url without connecting: its scheme
+// and, for Redis, its form.
+func checkStoreURL(url string) error {
+	switch storeKind(url) {
+	case "":
+		return unsupportedStore(url)
+	case "redis":
+		if _, err := redisstore.ParseURL(url); err != nil {
+			return fmt.Errorf("store %s: %w", config.RedactURL(url), redactedError{err, url})
+		}
+	}
+	return nil
+}
+
+func unsupportedStore(url string) error {
+	return fmt.Errorf("unsupported store %q; supported: %s", config.RedactURL(url), supportedStores)
 }
 
 // redactedError is a store client's error, which may quote its URL, with the URL's password
