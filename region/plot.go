@@ -37,6 +37,7 @@ var (
 	gray     = color.RGBA{128, 128, 128, 255}
 	grid     = color.RGBA{225, 225, 225, 255}
 	rebGreen = color.RGBA{0, 150, 60, 255}
+	unserved = color.RGBA{250, 190, 190, 255}
 	// palette colors the regions, in the order given: the usual ten-color chart set, less gray
 	// and green, which mean the even split and the rebalanced total.
 	palette = []color.RGBA{
@@ -45,14 +46,24 @@ var (
 	}
 )
 
-// WritePNG draws the hour as a PlotWidth by PlotHeight PNG.
-//
-// The top panel shows each region in its own color: its demand as a thick line, its rebalanced
-// share as a thin line, and the even share as a gray dashed line. The bottom panel shows the
-// whole fleet: the most any split could serve (demand capped at the limit) in black, what the
-// even split served in gray dashes, and what the rebalanced shares served in thick green. The
-// legend on the right names the regions' colors and the line styles; the x axis is the minute.
+// WritePNG draws the hour (see Image) as a PNG.
 func (s *Simulation) WritePNG(w io.Writer) error {
+	if err := png.Encode(w, s.Image()); err != nil {
+		return fmt.Errorf("region: writing the plot: %w", err)
+	}
+	return nil
+}
+
+// Image draws the hour as a PlotWidth by PlotHeight picture.
+//
+// The top panel shows each region in its own color: its demand as a thick pale line, its
+// rebalanced share as a solid line drawn over it, and the shortfall (demand above the share)
+// shaded between the two, over the demand line, and the even share as a gray dashed line. The bottom panel shows the whole
+// fleet: the most any split could serve (demand capped at the limit) in black, what the even
+// split served in gray dashes, what the rebalanced shares served in green, and what they
+// left unserved shaded red. The legend on the right names the regions' colors and the line
+// styles; the x axis is the minute.
+func (s *Simulation) Image() *image.RGBA {
 	c := raster.New(PlotWidth, PlotHeight, white)
 	c.Text(plotLeft, 10, fmt.Sprintf("LIMIT %d/MIN  FLOOR %g  REBALANCE EVERY %d MIN", s.Limit, s.Floor, s.Every), textScale, black)
 
@@ -67,10 +78,15 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 	p1.frame("DEMAND AND SHARES PER REGION")
 	// One even line stands for all: even shares differ by at most one unit.
 	p1.series(func(m Minute) int64 { return m.Even[s.Regions[0]] }, s.Minutes, gray, 2, 6)
+	// Demand, then the shortfall over it, then shares on top: the shortfall is what must show.
 	for i, r := range s.Regions {
-		col := palette[i%len(palette)]
-		p1.series(func(m Minute) int64 { return m.Rebalanced[r] }, s.Minutes, col, 1, 0)
-		p1.series(func(m Minute) int64 { return m.Demand[r] }, s.Minutes, col, 3, 0)
+		p1.series(func(m Minute) int64 { return m.Demand[r] }, s.Minutes, tint(palette[i%len(palette)], 0.6), 3, 0)
+	}
+	for i, r := range s.Regions {
+		p1.between(func(m Minute) int64 { return m.Rebalanced[r] }, func(m Minute) int64 { return m.Demand[r] }, s.Minutes, tint(palette[i%len(palette)], 0.35))
+	}
+	for i, r := range s.Regions {
+		p1.series(func(m Minute) int64 { return m.Rebalanced[r] }, s.Minutes, palette[i%len(palette)], 2, 0)
 	}
 
 	// Bottom panel: the fleet.
@@ -83,9 +99,10 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 	}
 	p2 := panel{c: c, top: panel2Top, bot: panel2Bot, max: niceCeil(s.Limit), minutes: len(s.Minutes)}
 	p2.frame("SERVED, ALL REGIONS")
+	p2.between(func(m Minute) int64 { return m.ServedRebalanced }, servable, s.Minutes, unserved)
 	p2.series(servable, s.Minutes, black, 1, 0)
 	p2.series(func(m Minute) int64 { return m.ServedEven }, s.Minutes, gray, 2, 6)
-	p2.series(func(m Minute) int64 { return m.ServedRebalanced }, s.Minutes, rebGreen, 3, 0)
+	p2.series(func(m Minute) int64 { return m.ServedRebalanced }, s.Minutes, rebGreen, 2, 0)
 	p2.xAxis()
 
 	// Legend.
@@ -95,16 +112,22 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 		c.Text(legendLeft+22, y, clip(r, 18), textScale, black)
 		y += lineHeight
 	}
-	legend(c, y+lineHeight/2, []legendLine{
-		{"DEMAND", black, 3, 0},
-		{"REBALANCED SHARE", black, 1, 0},
-		{"EVEN SHARE", gray, 2, 6},
+	y += lineHeight / 2
+	y = legend(c, y, []legendLine{
+		{"DEMAND", tint(black, 0.6), 3, 0},
+		{"REBALANCED SHARE", black, 2, 0},
 	})
+	c.Fill(image.Rect(legendLeft, y, legendLeft+16, y+14), tint(black, 0.35))
+	c.Text(legendLeft+22, y, "SHORTFALL", textScale, black)
+	legend(c, y+lineHeight, []legendLine{{"EVEN SHARE", gray, 2, 6}})
 	y = legend(c, panel2Top, []legendLine{
 		{"SERVABLE", black, 1, 0},
 		{"SERVED, EVEN", gray, 2, 6},
-		{"SERVED, REBALANCED", rebGreen, 3, 0},
+		{"SERVED, REBALANCED", rebGreen, 2, 0},
 	})
+	c.Fill(image.Rect(legendLeft, y, legendLeft+16, y+14), unserved)
+	c.Text(legendLeft+22, y, "UNSERVED, REB.", textScale, black)
+	y += lineHeight
 	t := s.Totals()
 	y += lineHeight / 2
 	for _, line := range []string{
@@ -117,10 +140,7 @@ func (s *Simulation) WritePNG(w io.Writer) error {
 		y += lineHeight
 	}
 
-	if err := png.Encode(w, c.Img); err != nil {
-		return fmt.Errorf("region: writing the plot: %w", err)
-	}
-	return nil
+	return c.Img
 }
 
 // panel is one chart: values from 0 to max on the y axis, minutes on the x axis.
@@ -136,7 +156,11 @@ func (p panel) x(minute int) int {
 }
 
 func (p panel) y(v int64) int {
-	return p.bot - int(float64(v)/float64(p.max)*float64(p.bot-p.top))
+	return p.yf(float64(v))
+}
+
+func (p panel) yf(v float64) int {
+	return p.bot - int(v/float64(p.max)*float64(p.bot-p.top))
 }
 
 // frame draws the panel's title, grid, y-axis labels and border.
@@ -172,6 +196,31 @@ func (p panel) series(value func(Minute) int64, minutes []Minute, col color.RGBA
 		pts[i] = image.Pt(p.x(i), p.y(value(m)))
 	}
 	p.c.Polyline(pts, col, width, dash)
+}
+
+// between shades, column by column, where hi is above lo, following the straight lines series
+// draws between minutes.
+func (p panel) between(lo, hi func(Minute) int64, minutes []Minute, col color.RGBA) {
+	if len(minutes) < 2 {
+		return
+	}
+	for x := plotLeft; x <= plotRight; x++ {
+		pos := float64(x-plotLeft) * float64(len(minutes)-1) / float64(plotRight-plotLeft)
+		i := min(int(pos), len(minutes)-2)
+		f := pos - float64(i)
+		at := func(v func(Minute) int64) float64 {
+			return float64(v(minutes[i]))*(1-f) + float64(v(minutes[i+1]))*f
+		}
+		if l, h := at(lo), at(hi); h > l {
+			p.c.Fill(image.Rect(x, p.yf(h), x+1, p.yf(l)+1), col)
+		}
+	}
+}
+
+// tint mixes col with white: 0 is col, 1 white.
+func tint(col color.RGBA, white float64) color.RGBA {
+	mix := func(v uint8) uint8 { return uint8(float64(v) + (255-float64(v))*white) }
+	return color.RGBA{mix(col.R), mix(col.G), mix(col.B), 255}
 }
 
 // niceCeil is the smallest of 1, 2, 4, 5 or 8 times a power of ten that is at least v: a round

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -13,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/region"
 )
 
-const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.png]
+const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.png|FILE.jpg]
 
 Splits a global limit of N requests per interval across regions two ways and compares them: evenly,
 and rebalanced by demand (demand is met in full when it fits in the limit, else in proportion; what
@@ -29,11 +33,13 @@ and last how much of the demand each split serves:
 --plot also replays an hour, a minute at a time, with the limit per minute: the demand given holds
 for the first quarter hour, moves in a straight line over the middle half hour to the next region
 in the order given (the last region's to the first), and holds there for the last quarter hour.
-Shares are rebalanced every minute from the minute before. The PNG (1000x660) has two panels over
-the minutes 0 to 59. Top: each region in its own color (the colored boxes of the legend), its
-demand thick, its rebalanced share thin, and the even share gray and dashed. Bottom, for all
-regions: the demand capped at the limit (black), served by the even split (gray, dashed) and by
-the rebalanced shares (green); the legend ends with the hour's totals.
+Shares are rebalanced every minute from the minute before. The picture (1000x660; PNG for .png,
+JPEG for .jpg or .jpeg, any other extension refused) has two panels over the minutes 0 to 59.
+Top: each region in its own color (the colored boxes of the legend), its demand thick and pale,
+its rebalanced share solid over it, the shortfall between them shaded, and the even share gray
+and dashed. Bottom, for all regions: the demand capped at the limit (black), served by the even
+split (gray, dashed) and by the rebalanced shares (green), what those left unserved shaded red;
+the legend ends with the hour's totals.
 
 Region names hold letters, digits and "._-" (at most 64 bytes); demand values and the limit are
 whole numbers up to 2^53.
@@ -68,7 +74,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int64("limit", 0, "the global limit `N`, requests per interval (per minute in the plot); required")
 	demandFlag := fs.String("demand", "", "each region's demand per interval, `REGION=N,...`; required")
 	floor := fs.Float64("floor", region.DefaultFloor, "fraction `F` of the limit held evenly for quiet regions out of what demand leaves, from 0 (none) to below 1")
-	plot := fs.String("plot", "", "write an hour's simulation to `FILE.png`")
+	plot := fs.String("plot", "", "write an hour's simulation to `FILE`, a PNG or JPEG as its extension (.png, .jpg, .jpeg) says")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -79,6 +85,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice simulate regions: "+format+"\n", args...)
 		return 2
 	}
+	var err error
 	if fs.NArg() > 0 {
 		return fail("unexpected arguments %q", fs.Args())
 	}
@@ -93,6 +100,12 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return fail("--demand is required, e.g. --demand mumbai=600,frankfurt=200,virginia=100")
 	case !(*floor >= 0 && *floor < 1):
 		return fail("--floor: must be at least 0 and below 1, got %v", *floor)
+	}
+	var encode plotEncoder
+	if *plot != "" {
+		if encode, err = plotFormat(*plot); err != nil {
+			return fail("--plot: %v", err)
+		}
 	}
 	regions, demand, err := parseDemand(*demandFlag)
 	if err != nil {
@@ -112,7 +125,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%s", flagError(err))
 		}
-		if err := writePlot(*plot, sim); err != nil {
+		if err := writePlot(*plot, sim, encode); err != nil {
 			return fail("--plot: %v", err)
 		}
 		t := sim.Totals()
@@ -142,12 +155,32 @@ func flagError(err error) string {
 	return name + ": " + inv.Reason
 }
 
-func writePlot(path string, sim *region.Simulation) error {
+// plotEncoder writes a picture in one file format.
+type plotEncoder func(io.Writer, image.Image) error
+
+// plotFormat is the encoder for the format path's extension names, so a .jpg holds a JPEG. The
+// plot is a raster, so there is no SVG.
+func plotFormat(path string) (plotEncoder, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".png":
+		return png.Encode, nil
+	case ".jpg", ".jpeg":
+		return func(w io.Writer, img image.Image) error {
+			return jpeg.Encode(w, img, &jpeg.Options{Quality: 95}) // thin lines blur at lower quality
+		}, nil
+	case "":
+		return nil, fmt.Errorf("%q has no extension; want .png, .jpg or .jpeg", path)
+	default:
+		return nil, fmt.Errorf("cannot write %s: want .png, .jpg or .jpeg", ext)
+	}
+}
+
+func writePlot(path string, sim *region.Simulation, encode plotEncoder) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := sim.WritePNG(f); err != nil {
+	if err := encode(f, sim.Image()); err != nil {
 		f.Close()
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // for image.Decode
 	"image/png"
 	"os"
 	"os/exec"
@@ -72,6 +74,8 @@ func TestSimulateRegions(t *testing.T) {
 		{name: "NaN floor", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "NaN"}, code: 2, stderr: []string{"--floor"}},
 		{name: "extra arguments", args: append(issueExample, "now"), code: 2, stderr: []string{`unexpected arguments ["now"]`}},
 		{name: "unknown flag", args: []string{"simulate", "regions", "--regions", "a"}, code: 2, stderr: []string{"-regions"}},
+		{name: "plot to an unknown format", args: append(issueExample, "--plot", filepath.Join(dir, "p.svg")), code: 2, stderr: []string{"--plot: cannot write .svg: want .png, .jpg or .jpeg"}},
+		{name: "plot without an extension", args: append(issueExample, "--plot", filepath.Join(dir, "plot")), code: 2, stderr: []string{"--plot:", "no extension"}},
 		{name: "plot into a missing directory", args: append(issueExample, "--plot", filepath.Join(dir, "missing", "p.png")), code: 2, stderr: []string{"--plot:"}},
 	}
 	for _, tt := range tests {
@@ -126,6 +130,62 @@ func TestSimulateRegionsPlot(t *testing.T) {
 	}
 	if len(colors) < 6 {
 		t.Errorf("the plot holds %d colors, want the regions', the lines' and the text's", len(colors))
+	}
+}
+
+func TestSimulateRegionsPlotFormat(t *testing.T) {
+	pngMagic := []byte("\x89PNG\r\n\x1a\n")
+	jpegMagic := []byte{0xff, 0xd8, 0xff}
+	tests := []struct {
+		name  string
+		file  string
+		magic []byte // nil: refused before running
+	}{
+		{name: "png", file: "p.png", magic: pngMagic},
+		{name: "upper-case PNG", file: "p.PNG", magic: pngMagic},
+		{name: "jpg", file: "p.jpg", magic: jpegMagic},
+		{name: "jpeg", file: "p.jpeg", magic: jpegMagic},
+		{name: "svg", file: "p.svg"},
+		{name: "gif", file: "p.gif"},
+		{name: "no extension", file: "p"},
+		{name: "a dot only in the directory", file: filepath.Join("d.png", "p")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dir, "d.png"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, tt.file)
+			var stdout, stderr bytes.Buffer
+			code := run(append(issueExample, "--plot", path), &stdout, &stderr)
+			if tt.magic == nil {
+				if code != 2 || stdout.Len() > 0 || !strings.Contains(stderr.String(), "--plot:") {
+					t.Fatalf("exit %d, stdout %q, stderr %q: want 2 and an error naming --plot", code, stdout.String(), stderr.String())
+				}
+				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("a refused plot left a file: %v", err)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(b, tt.magic) {
+				t.Fatalf("%s starts % x, want % x", tt.file, b[:min(len(b), 8)], tt.magic)
+			}
+			img, _, err := image.Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := img.Bounds().Size(); d.X != region.PlotWidth || d.Y != region.PlotHeight {
+				t.Fatalf("%v, want %dx%d", d, region.PlotWidth, region.PlotHeight)
+			}
+		})
 	}
 }
 
