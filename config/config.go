@@ -6,6 +6,7 @@
 //	grpc: 127.0.0.1:8081           # the native gRPC API and Envoy's rate-limit API
 //	failMode: open                 # when the store fails: open (allow) or closed (deny)
 //	storeTimeout: 250ms            # the longest a store call may take; by default the store's own
+//	requireStore: true             # exit at start when the store cannot answer (default: serve, not ready)
 //	policies:
 //	  api:
 //	    strategy: gcra
@@ -25,7 +26,9 @@
 //	  queries:
 //	    rate-limiter: {stream: api-requests, window: 2s, grace: 0s, idleFlush: 500ms, quota: 5}
 //
-// Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec.
+// Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec; an
+// unknown field names the nearest known one. Options valid but idle on the store in use are
+// Warnings, not errors.
 package config
 
 import (

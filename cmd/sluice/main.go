@@ -1,8 +1,8 @@
 // Command sluice is sluice's command-line tool.
 //
-//	sluice serve [--config FILE] [--http ADDR] [--grpc ADDR] [--store URL] [--allow-client-time] ...
-//	sluice validate --config FILE
-//	sluice conformance --vectors FILE [--vectors FILE ...] [--store URL] [FILE ...]
+//	sluice serve [--config FILE] [--http ADDR] [--grpc ADDR] [--store URL] [--require-store] ...
+//	sluice validate --config FILE [--store URL]
+//	sluice conformance [--vectors FILE ...] [--store URL] [FILE ...]   (flags anywhere)
 //	sluice version
 //	sluice help
 package main
