@@ -11,10 +11,13 @@
 // within less than one window, fall into at most two windows, one of which then holds more than
 // the quota; the quiet key's cannot exceed it however they split.
 //
-// By default the engine runs in this process. With --server, the requests go to a sluice
-// server's POST /v1/usage and the windows and decisions come from its pull API
-// (docs/stream.md); the server's query over --stream must use the --window and --quota given
-// here. Its keys are named per run, so that runs against one server do not see each other.
+// By default the engine runs in this process. With --store postgres://..., it works in a schema
+// of its own (sluice_example_<run>, or --schema, which must not exist yet) and drops it when it
+// ends, also on Ctrl-C: it never writes into the schema a sluice serve uses. With --server, the
+// requests go to a sluice server's POST /v1/usage and the windows and decisions come from its
+// pull API (docs/stream.md); the server's query over --stream must use the --window and --quota
+// given here. Its keys are named per run, so that runs against one server do not see each other.
+// See README.md.
 package main
 
 import (
@@ -28,15 +31,24 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/stream"
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout))
+	// Ctrl-C cancels the run rather than killing it, so that it drops what it created.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	os.Exit(code)
 }
 
 const (
@@ -53,7 +65,7 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	quiet := fs.Int("quiet", 3, "requests the quiet key sends (under quota)")
 	noisy := fs.Int("noisy", 20, "requests the noisy key sends (over twice the quota)")
 	store := fs.String("store", "memory", `"memory", or a postgres:// URL`)
-	schema := fs.String("schema", "", "PostgreSQL schema (default sluice_stream)")
+	schema := fs.String("schema", "", "PostgreSQL schema to create and drop at exit; must not exist (default sluice_example_<run>)")
 	server := fs.String("server", "", "a sluice server's `URL`: use its stream API instead of an engine in this process")
 	streamName := fs.String("stream", "api-requests", "with --server: the stream the server's query reads")
 	token := fs.String("token", "", "with --server: the bearer token, if the server asks for one")
@@ -65,6 +77,10 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 		err = simulate(ctx, out, *window, *quota, *quiet, *noisy, &apiClient{base: strings.TrimSuffix(*server, "/"), token: *token}, *streamName)
 	} else {
 		err = simulateLocal(ctx, out, *window, *quota, *quiet, *noisy, *store, *schema)
+	}
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(out, "\ninterrupted: %v\n", err)
+		return 1
 	}
 	if err != nil {
 		fmt.Fprintf(out, "\nFAIL: %v\n", err)
@@ -92,27 +108,21 @@ func simulateLocal(ctx context.Context, out io.Writer, window time.Duration, quo
 	if err := checkScenario(quota, quiet, noisy); err != nil {
 		return err
 	}
+	// Names unique per run, so runs sharing a database inherit nothing from one another.
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	var b stream.Backend
 	if store == "memory" {
 		b = stream.NewMemory()
 	} else {
-		if schema != "" {
-			sep := "?"
-			if strings.Contains(store, "?") {
-				sep = "&"
-			}
-			store += sep + "sluice_schema=" + schema
-		}
-		e, err := stream.OpenPostgres(ctx, store)
+		e, drop, err := openOwnSchema(ctx, out, store, schema, "sluice_example_"+run)
 		if err != nil {
 			return err
 		}
+		defer drop()
 		b = e
 	}
 	defer b.Close()
 
-	// Names unique per run, so runs sharing a database inherit nothing from one another.
-	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	q := stream.Query{
 		Name: "rate-limiter-" + run, Stream: "api-requests-" + run,
 		WindowMs: window.Milliseconds(), IdleFlushMs: 300, Quota: quota,
@@ -140,6 +150,56 @@ func simulateLocal(ctx context.Context, out io.Writer, window time.Duration, quo
 	}()
 	defer func() { stop(); <-done }()
 	return scenario(ctx, out, b, q.Stream, window, quota, quiet, noisy, "", procErr)
+}
+
+// openOwnSchema opens an engine on the PostgreSQL database url names, in a schema that it
+// creates: schema, or fallback when that is empty (a sluice_schema option of url counts as
+// schema). drop drops the schema and closes the pool; it uses a context of its own, as ctx may be
+// cancelled by then. A schema that exists already is refused: it may be a server's.
+func openOwnSchema(ctx context.Context, out io.Writer, url, schema, fallback string) (e *stream.Engine, drop func(), err error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s, ok := pc.ConnConfig.RuntimeParams["sluice_schema"]; ok {
+		delete(pc.ConnConfig.RuntimeParams, "sluice_schema") // not a server setting
+		if schema == "" {
+			schema = s
+		}
+	}
+	if schema == "" {
+		schema = fallback
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	if exists {
+		pool.Close()
+		return nil, nil, fmt.Errorf("schema %q exists: the example works in a schema it creates and drops at exit; name a new one with --schema", schema)
+	}
+	drop = func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(dctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			fmt.Fprintf(out, "could not drop schema %s: %v\n", schema, err)
+		} else {
+			fmt.Fprintf(out, "dropped schema %s\n", schema)
+		}
+		pool.Close()
+	}
+	// New migrates, creating the schema; a failure may have left part of it.
+	if e, err = stream.New(pool, stream.Config{Schema: schema}); err != nil {
+		drop()
+		return nil, nil, err
+	}
+	fmt.Fprintf(out, "schema %s (dropped at exit)\n", schema)
+	return e, drop, nil
 }
 
 // simulate runs the scenario against a sluice server, whose query processes the stream.
@@ -183,6 +243,8 @@ func scenario(ctx context.Context, out io.Writer, b log, name string, window tim
 		select {
 		case err := <-procErr:
 			return fmt.Errorf("processor: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
 		default:
 		}
 		ws, err := b.Windows(ctx, name, after, 100)

@@ -39,6 +39,9 @@ func TestRefusesScenarioThatCannotBeDecided(t *testing.T) {
 	}
 }
 
+// TestPostgres runs the example on PostgreSQL and checks that it leaves no schema behind: when
+// it passes, when it is interrupted (Ctrl-C cancels run's context), and that it refuses a schema
+// it did not create.
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	url := os.Getenv("SLUICE_POSTGRES_URL")
@@ -58,13 +61,68 @@ func TestPostgres(t *testing.T) {
 		t.Skipf("no PostgreSQL at %s: %v", url, err)
 	}
 	t.Cleanup(pool.Close)
-	schema := fmt.Sprintf("stream_example_%d", os.Getpid())
-	t.Cleanup(func() {
-		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Error(err)
+	exists := func(t *testing.T, schema string) bool {
+		t.Helper()
+		var ok bool
+		if err := pool.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&ok); err != nil {
+			t.Fatal(err)
 		}
-	})
-	expectPass(t, "--window", "500ms", "--store", url, "--schema", schema)
+		return ok
+	}
+	named := regexp.MustCompile(`schema (\S+) \(dropped at exit\)`)
+	for _, tc := range []struct {
+		name      string
+		args      []string // after --store url
+		existing  bool     // the --schema exists before the run
+		interrupt time.Duration
+		want      string // in the output
+	}{
+		{name: "own schema", args: []string{"--window", "500ms"}, want: "PASS: 7 checks"},
+		{name: "named schema", args: []string{"--window", "500ms", "--schema", "stream_example_named"}, want: "PASS: 7 checks"},
+		{name: "interrupted", args: []string{"--window", "30s"}, interrupt: 300 * time.Millisecond, want: "interrupted"},
+		{name: "existing schema refused", args: []string{"--schema", "stream_example_existing"}, existing: true, want: "exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--store", url}, tc.args...)
+			for i, a := range args {
+				if strings.HasPrefix(a, "stream_example_") {
+					args[i] = fmt.Sprintf("%s_%d", a, os.Getpid()) // apart from concurrent runs
+				}
+			}
+			if tc.existing {
+				schema := pgx.Identifier{args[len(args)-1]}.Sanitize()
+				if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.interrupt > 0 {
+				time.AfterFunc(tc.interrupt, cancel)
+			}
+			var out bytes.Buffer
+			code := run(ctx, args, &out)
+			if (code == 0) != strings.HasPrefix(tc.want, "PASS") || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("exit %d, want output with %q:\n%s", code, tc.want, out.String())
+			}
+			if tc.existing {
+				if !exists(t, args[len(args)-1]) {
+					t.Errorf("the example dropped a schema it did not create")
+				}
+				return
+			}
+			m := named.FindStringSubmatch(out.String())
+			if m == nil {
+				t.Fatalf("no schema named in:\n%s", out.String())
+			}
+			if exists(t, m[1]) {
+				t.Errorf("schema %s left behind:\n%s", m[1], out.String())
+				pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{m[1]}.Sanitize()+" CASCADE")
+			}
+		})
+	}
 }
 
 // TestServer runs the example against a sluice serve built from ../../cmd/sluice, whose config
