@@ -210,6 +210,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // serve runs the service until ctx ends, then shuts down gracefully: it stops accepting, lets
 // requests under way finish, and closes the store.
 func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
+	// The files' versions are noted before the config is read, so that a change made at any time
+	// after, even before the servers listen, is seen by the watch below.
+	seen, seenTokens := stamp(f.config), stamp(f.authTokenFile)
 	cfg, err := f.load()
 	if err != nil {
 		return err
@@ -379,7 +382,6 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	defer signal.Stop(hup)
 	watch := time.NewTicker(f.reloadEvery)
 	defer watch.Stop()
-	seen, seenTokens := stamp(f.config), stamp(f.authTokenFile)
 
 	var serveErr error
 loop:
