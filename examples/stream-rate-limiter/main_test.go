@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,10 +100,20 @@ func TestPostgres(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
+			var out lockedBuffer
 			if tc.interrupt > 0 {
-				time.AfterFunc(tc.interrupt, cancel)
+				// Interrupted once its schema exists, however slow the machine is to get there.
+				go func() {
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+						if named.MatchString(out.String()) {
+							time.Sleep(tc.interrupt)
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					cancel()
+				}()
 			}
-			var out bytes.Buffer
 			code := run(ctx, args, &out)
 			if (code == 0) != strings.HasPrefix(tc.want, "PASS") || !strings.Contains(out.String(), tc.want) {
 				t.Fatalf("exit %d, want output with %q:\n%s", code, tc.want, out.String())
@@ -188,4 +199,22 @@ streams:
 	expectPass(t, "--server", "http://"+http, "--stream", "api-requests", "--window", "2s", "--quota", "5", "--quiet", "3", "--noisy", "20")
 	// A second run on the same server sees only its own keys.
 	expectPass(t, "--server", "http://"+http, "--stream", "api-requests", "--window", "2s", "--quota", "5")
+}
+
+// lockedBuffer is a bytes.Buffer that the example writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
