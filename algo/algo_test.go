@@ -37,9 +37,9 @@ func newChecker[S any](check func(S, int64, int64) (S, sluice.Decision)) func(st
 
 func vectorFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../../shared/vectors/*.json")
+	files, err := filepath.Glob("../conformance/testdata/vectors/*.json")
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no vector files under ../../shared/vectors (err %v)", err)
+		t.Fatalf("no vector files under ../conformance/testdata/vectors (err %v)", err)
 	}
 	return files
 }

@@ -261,8 +261,8 @@ func TestParseVectorFiles(t *testing.T) {
 		cases int
 		steps int
 	}{
-		{name: "reference", path: "../../shared/vectors/reference.json", cases: 35, steps: 1400},
-		{name: "throttlekit golden", path: "../../shared/vectors/throttlekit-golden.json", cases: 9, steps: 54},
+		{name: "reference", path: "testdata/vectors/reference.json", cases: 35, steps: 1400},
+		{name: "throttlekit golden", path: "testdata/vectors/throttlekit-golden.json", cases: 9, steps: 54},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

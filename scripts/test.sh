@@ -64,9 +64,15 @@ go test -race -shuffle=on ./...
 
 step "conformance"
 shopt -s nullglob
-vectors=(../shared/vectors/*.json)
+vectors=(conformance/testdata/vectors/*.json)
 shopt -u nullglob
-((${#vectors[@]})) || fail "no vector files in ../shared/vectors (the tests expect shared/ beside the clone)"
+((${#vectors[@]})) || fail "no vector files in conformance/testdata/vectors"
+# The vectors are a copy of the project's shared ones: where those are beside the clone, the copy
+# must not have drifted from them.
+for v in ../shared/vectors/*.json; do
+	[[ -f $v ]] || continue
+	cmp -s "$v" "conformance/testdata/vectors/${v##*/}" || fail "conformance/testdata/vectors/${v##*/} differs from $v: copy it again"
+done
 go run ./cmd/sluice conformance --vectors "${vectors[@]}"
 go run ./cmd/sluice conformance --store "$REDIS_URL" --vectors "${vectors[@]}"
 # A schema of this run's own, so that no earlier run's state is replayed against.

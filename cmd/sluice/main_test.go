@@ -25,9 +25,9 @@ const wrongVectors = `{"format": "sluice-vectors/1", "cases": [{
 }]}`
 
 func TestRun(t *testing.T) {
-	vectors, err := filepath.Glob("../../../shared/vectors/*.json")
+	vectors, err := filepath.Glob("../../conformance/testdata/vectors/*.json")
 	if err != nil || len(vectors) == 0 {
-		t.Fatalf("no vector files in ../../../shared/vectors (err %v)", err)
+		t.Fatalf("no vector files in ../../conformance/testdata/vectors (err %v)", err)
 	}
 	allPassed := strconv.Itoa(countSteps(t, vectors...)) + " passed, 0 failed"
 	dir := t.TempDir()

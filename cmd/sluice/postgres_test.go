@@ -72,9 +72,9 @@ func TestOpenStorePostgresUnreachable(t *testing.T) {
 // TestConformancePostgres runs every conformance vector against PostgreSQL through the CLI.
 func TestConformancePostgres(t *testing.T) {
 	url := postgresURL(t)
-	vectors, err := filepath.Glob("../../../shared/vectors/*.json")
+	vectors, err := filepath.Glob("../../conformance/testdata/vectors/*.json")
 	if err != nil || len(vectors) == 0 {
-		t.Fatalf("no vector files in ../../../shared/vectors (err %v)", err)
+		t.Fatalf("no vector files in ../../conformance/testdata/vectors (err %v)", err)
 	}
 	var stdout, stderr bytes.Buffer
 	args := append([]string{"conformance", "--store", url}, flagEach("--vectors", vectors)...)

@@ -21,14 +21,14 @@ import (
 // t0 is the first instant of SameAsMemory's traffic.
 const t0 int64 = 1_700_000_000_000
 
-// Vectors replays every file of the conformance vectors (../shared/vectors beside the repository)
+// Vectors replays every file of the conformance vectors (conformance/testdata/vectors, a copy of the project's shared vectors)
 // against s.
 func Vectors(t *testing.T, s sluice.Store) {
 	t.Helper()
 	_, here, _, _ := runtime.Caller(0)
-	files, err := filepath.Glob(filepath.Join(filepath.Dir(here), "../../../shared/vectors/*.json"))
+	files, err := filepath.Glob(filepath.Join(filepath.Dir(here), "../../conformance/testdata/vectors/*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no vector files in ../shared/vectors beside the repository (err %v)", err)
+		t.Fatalf("no vector files in conformance/testdata/vectors (err %v)", err)
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {

@@ -20,9 +20,9 @@ func newStore(t *testing.T, cfg memory.Config) *memory.Store {
 }
 
 func TestConformance(t *testing.T) {
-	files, _ := filepath.Glob("../../../shared/vectors/*.json")
+	files, _ := filepath.Glob("../../conformance/testdata/vectors/*.json")
 	if len(files) == 0 {
-		t.Fatal("no vector files under ../../../shared/vectors")
+		t.Fatal("no vector files under ../../conformance/testdata/vectors")
 	}
 	for _, path := range files {
 		t.Run(filepath.Base(path), func(t *testing.T) {
