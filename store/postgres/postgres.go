@@ -91,6 +91,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/await"
 	"github.com/sluicehq/sluice/internal/batch"
 )
 
@@ -363,27 +364,15 @@ func (s *Store) retry(ctx context.Context, f func(qctx context.Context) error) e
 	if !ok {
 		return s.attempts(ctx, ctx, f)
 	}
-	done := make(chan error, 1)
-	go func() {
+	_, err := await.Call(ctx, func() { s.late.Add(1) }, func() (struct{}, error) {
 		qctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(linger))
 		defer cancel()
-		err := s.attempts(ctx, qctx, f)
-		if err == nil && ctx.Err() != nil {
-			s.late.Add(1)
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done: // an answer that came with the deadline is still the answer
-			return err
-		default:
-			return unavailable(ctx.Err())
-		}
+		return struct{}{}, s.attempts(ctx, qctx, f)
+	})
+	if err != nil && err == ctx.Err() { // the caller's deadline, not the server's answer
+		return unavailable(err)
 	}
+	return err
 }
 
 func (s *Store) attempts(ctx, qctx context.Context, f func(qctx context.Context) error) error {

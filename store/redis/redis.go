@@ -72,6 +72,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/internal/await"
 	"github.com/sluicehq/sluice/internal/batch"
 )
 
@@ -397,34 +398,11 @@ func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // boundedLate is bounded, and calls late (if not nil) when f succeeds after the caller was
 // answered with ctx's error.
 func boundedLate[T any](ctx context.Context, late func(), f func() (T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return f()
+	v, err := await.Call(ctx, late, f)
+	if err != nil && err == ctx.Err() { // the caller's deadline, not Redis's answer
+		return v, unavailable(err)
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	const pending, answered, gaveUp = 0, 1, 2
-	var state atomic.Int32
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		if !state.CompareAndSwap(pending, answered) && err == nil && late != nil {
-			late()
-		}
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		if !state.CompareAndSwap(pending, gaveUp) {
-			r := <-done // an answer that came with the deadline is still the answer
-			return r.v, r.err
-		}
-		var zero T
-		return zero, unavailable(ctx.Err())
-	}
+	return v, err
 }
 
 // run runs the script once and returns its reply.
