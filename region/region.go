@@ -8,9 +8,8 @@
 // is why the shares follow demand: every interval, each region reports the demand it observed and
 // one rebalance hands the limit out again.
 //
-// Even, Rebalance and Served are the arithmetic, with no clock and no I/O. Simulate replays an
-// hour of shifting demand against the even and the rebalanced split, and Simulation.WritePNG
-// draws it. Coordinator runs the rebalance across real processes through PostgreSQL, and Policy
+// Even, Rebalance and Served are the arithmetic, with no clock and no I/O (sluice simulate
+// regions replays them over an hour of shifting demand). Coordinator runs the rebalance across real processes through PostgreSQL, and Policy
 // is how a region enforces its share. docs/regions.md has the model and its bounds.
 package region
 
@@ -25,7 +24,7 @@ import (
 )
 
 // DefaultFloor is the floor sluice simulate regions uses unless told otherwise. A zero floor
-// (the zero Config or SimConfig) reserves nothing.
+// (the zero Config) reserves nothing.
 const DefaultFloor = 0.1
 
 // checkFloor refuses a floor outside [0, 1), NaN included.

@@ -4,9 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"image"
-	"image/jpeg"
-	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,10 +11,11 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
 	"github.com/sluicehq/sluice/region"
 )
 
-const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.png|FILE.jpg]
+const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.svg]
 
 Splits a global limit of N requests per interval across regions two ways and compares them: evenly,
 and rebalanced by demand (demand is met in full when it fits in the limit, else in proportion; what
@@ -33,8 +31,8 @@ and last how much of the demand each split serves:
 --plot also replays an hour, a minute at a time, with the limit per minute: the demand given holds
 for the first quarter hour, moves in a straight line over the middle half hour to the next region
 in the order given (the last region's to the first), and holds there for the last quarter hour.
-Shares are rebalanced every minute from the minute before. The picture (1000x660; PNG for .png,
-JPEG for .jpg or .jpeg, any other extension refused) has two panels over the minutes 0 to 59.
+Shares are rebalanced every minute from the minute before. The picture (an SVG of 1000x660, to
+open in a browser; a FILE not ending in .svg is refused) has two panels over the minutes 0 to 59.
 Top: each region in its own color (the colored boxes of the legend), its demand thick and pale,
 its rebalanced share solid over it, the shortfall between them shaded, and the even share gray
 and dashed. Bottom, for all regions: the demand capped at the limit (black), served by the even
@@ -74,7 +72,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int64("limit", 0, "the global limit `N`, requests per interval (per minute in the plot); required")
 	demandFlag := fs.String("demand", "", "each region's demand per interval, `REGION=N,...`; required")
 	floor := fs.Float64("floor", region.DefaultFloor, "fraction `F` of the limit held evenly for quiet regions out of what demand leaves, from 0 (none) to below 1")
-	plot := fs.String("plot", "", "write an hour's simulation to `FILE`, a PNG or JPEG as its extension (.png, .jpg, .jpeg) says")
+	plot := fs.String("plot", "", "write an hour's simulation to `FILE`, an SVG (FILE must end in .svg)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -101,9 +99,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	case !(*floor >= 0 && *floor < 1):
 		return fail("--floor: must be at least 0 and below 1, got %v", *floor)
 	}
-	var encode plotEncoder
 	if *plot != "" {
-		if encode, err = plotFormat(*plot); err != nil {
+		if err := checkPlotName(*plot); err != nil {
 			return fail("--plot: %v", err)
 		}
 	}
@@ -121,11 +118,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return fail("%s", flagError(err))
 	}
 	if *plot != "" {
-		sim, err := region.Simulate(region.SimConfig{Limit: *limit, Regions: regions, Demand: demand, Floor: *floor})
+		sim, err := regionsim.Simulate(regionsim.Config{Limit: *limit, Regions: regions, Demand: demand, Floor: *floor})
 		if err != nil {
 			return fail("%s", flagError(err))
 		}
-		if err := writePlot(*plot, sim, encode); err != nil {
+		if err := writePlot(*plot, sim); err != nil {
 			return fail("--plot: %v", err)
 		}
 		t := sim.Totals()
@@ -155,32 +152,24 @@ func flagError(err error) string {
 	return name + ": " + inv.Reason
 }
 
-// plotEncoder writes a picture in one file format.
-type plotEncoder func(io.Writer, image.Image) error
-
-// plotFormat is the encoder for the format path's extension names, so a .jpg holds a JPEG. The
-// plot is a raster, so there is no SVG.
-func plotFormat(path string) (plotEncoder, error) {
+// checkPlotName refuses a plot file whose name does not say SVG, so a .png never holds an SVG.
+func checkPlotName(path string) error {
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".png":
-		return png.Encode, nil
-	case ".jpg", ".jpeg":
-		return func(w io.Writer, img image.Image) error {
-			return jpeg.Encode(w, img, &jpeg.Options{Quality: 95}) // thin lines blur at lower quality
-		}, nil
+	case ".svg":
+		return nil
 	case "":
-		return nil, fmt.Errorf("%q has no extension; want .png, .jpg or .jpeg", path)
+		return fmt.Errorf("%q has no extension; want .svg", path)
 	default:
-		return nil, fmt.Errorf("cannot write %s: want .png, .jpg or .jpeg", ext)
+		return fmt.Errorf("cannot write %s: the plot is an SVG, want FILE.svg", ext)
 	}
 }
 
-func writePlot(path string, sim *region.Simulation, encode plotEncoder) error {
+func writePlot(path string, sim *regionsim.Simulation) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := encode(f, sim.Image()); err != nil {
+	if err := sim.WriteSVG(f); err != nil {
 		f.Close()
 		return err
 	}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/xml"
 	"errors"
 	"fmt"
-	"image"
-	_ "image/jpeg" // for image.Decode
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/region"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
 )
 
 // issueExample is the example of the issue that asked for the command.
@@ -74,9 +72,9 @@ func TestSimulateRegions(t *testing.T) {
 		{name: "NaN floor", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "NaN"}, code: 2, stderr: []string{"--floor"}},
 		{name: "extra arguments", args: append(issueExample, "now"), code: 2, stderr: []string{`unexpected arguments ["now"]`}},
 		{name: "unknown flag", args: []string{"simulate", "regions", "--regions", "a"}, code: 2, stderr: []string{"-regions"}},
-		{name: "plot to an unknown format", args: append(issueExample, "--plot", filepath.Join(dir, "p.svg")), code: 2, stderr: []string{"--plot: cannot write .svg: want .png, .jpg or .jpeg"}},
+		{name: "plot to another format", args: append(issueExample, "--plot", filepath.Join(dir, "p.png")), code: 2, stderr: []string{"--plot: cannot write .png: the plot is an SVG, want FILE.svg"}},
 		{name: "plot without an extension", args: append(issueExample, "--plot", filepath.Join(dir, "plot")), code: 2, stderr: []string{"--plot:", "no extension"}},
-		{name: "plot into a missing directory", args: append(issueExample, "--plot", filepath.Join(dir, "missing", "p.png")), code: 2, stderr: []string{"--plot:"}},
+		{name: "plot into a missing directory", args: append(issueExample, "--plot", filepath.Join(dir, "missing", "p.svg")), code: 2, stderr: []string{"--plot:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +94,7 @@ func TestSimulateRegions(t *testing.T) {
 }
 
 func TestSimulateRegionsPlot(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "regions.png")
+	path := filepath.Join(t.TempDir(), "regions.svg")
 	var stdout, stderr bytes.Buffer
 	if code := run(append(issueExample, "--plot", path), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr.String())
@@ -105,61 +103,55 @@ func TestSimulateRegionsPlot(t *testing.T) {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
 	assertContains(t, "stderr", stderr.String(), []string{"wrote " + path})
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("the plot is not a PNG: %v", err)
+	var root struct {
+		XMLName xml.Name
+		Width   int `xml:"width,attr"`
+		Height  int `xml:"height,attr"`
 	}
-	if b := img.Bounds(); b.Dx() != region.PlotWidth || b.Dy() != region.PlotHeight {
-		t.Fatalf("the plot is %dx%d, want %dx%d", b.Dx(), b.Dy(), region.PlotWidth, region.PlotHeight)
+	if err := xml.Unmarshal(b, &root); err != nil || root.XMLName.Local != "svg" {
+		t.Fatalf("the plot is not an SVG (%v): %.100s", err, b)
 	}
-	// The help promises the size, and a picture that is more than the background.
-	if size := fmt.Sprintf("%dx%d", region.PlotWidth, region.PlotHeight); !strings.Contains(simulateUsage, size) {
+	if root.Width != regionsim.Width || root.Height != regionsim.Height {
+		t.Errorf("the plot is %dx%d, want %dx%d", root.Width, root.Height, regionsim.Width, regionsim.Height)
+	}
+	// The help promises the size, and the legend names every region.
+	if size := fmt.Sprintf("%dx%d", regionsim.Width, regionsim.Height); !strings.Contains(simulateUsage, size) {
 		t.Errorf("the usage does not give the plot's size %s", size)
 	}
-	colors := map[uint32]bool{}
-	for y := 0; y < region.PlotHeight; y += 3 {
-		for x := 0; x < region.PlotWidth; x += 3 {
-			r, g, b, _ := img.At(x, y).RGBA()
-			colors[r>>8<<16|g>>8<<8|b>>8] = true
+	for _, r := range []string{"mumbai", "frankfurt", "virginia"} {
+		if !strings.Contains(string(b), ">"+r+"</text>") {
+			t.Errorf("the legend does not name %s", r)
 		}
-	}
-	if len(colors) < 6 {
-		t.Errorf("the plot holds %d colors, want the regions', the lines' and the text's", len(colors))
 	}
 }
 
 func TestSimulateRegionsPlotFormat(t *testing.T) {
-	pngMagic := []byte("\x89PNG\r\n\x1a\n")
-	jpegMagic := []byte{0xff, 0xd8, 0xff}
 	tests := []struct {
 		name  string
 		file  string
-		magic []byte // nil: refused before running
+		wrote bool // false: refused before running
 	}{
-		{name: "png", file: "p.png", magic: pngMagic},
-		{name: "upper-case PNG", file: "p.PNG", magic: pngMagic},
-		{name: "jpg", file: "p.jpg", magic: jpegMagic},
-		{name: "jpeg", file: "p.jpeg", magic: jpegMagic},
-		{name: "svg", file: "p.svg"},
-		{name: "gif", file: "p.gif"},
+		{name: "svg", file: "p.svg", wrote: true},
+		{name: "upper-case SVG", file: "p.SVG", wrote: true},
+		{name: "png", file: "p.png"},
+		{name: "jpg", file: "p.jpg"},
 		{name: "no extension", file: "p"},
-		{name: "a dot only in the directory", file: filepath.Join("d.png", "p")},
+		{name: "a dot only in the directory", file: filepath.Join("d.svg", "p")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.Mkdir(filepath.Join(dir, "d.png"), 0o755); err != nil {
+			if err := os.Mkdir(filepath.Join(dir, "d.svg"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(dir, tt.file)
 			var stdout, stderr bytes.Buffer
 			code := run(append(issueExample, "--plot", path), &stdout, &stderr)
-			if tt.magic == nil {
+			if !tt.wrote {
 				if code != 2 || stdout.Len() > 0 || !strings.Contains(stderr.String(), "--plot:") {
 					t.Fatalf("exit %d, stdout %q, stderr %q: want 2 and an error naming --plot", code, stdout.String(), stderr.String())
 				}
@@ -175,15 +167,8 @@ func TestSimulateRegionsPlotFormat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.HasPrefix(b, tt.magic) {
-				t.Fatalf("%s starts % x, want % x", tt.file, b[:min(len(b), 8)], tt.magic)
-			}
-			img, _, err := image.Decode(bytes.NewReader(b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := img.Bounds().Size(); d.X != region.PlotWidth || d.Y != region.PlotHeight {
-				t.Fatalf("%v, want %dx%d", d, region.PlotWidth, region.PlotHeight)
+			if !bytes.HasPrefix(b, []byte("<svg ")) {
+				t.Fatalf("%s starts %.20q, want an SVG", tt.file, b)
 			}
 		})
 	}

@@ -1,19 +1,25 @@
-package region
+// Package regionsim replays an hour of shifting demand against package region's even and
+// rebalanced splits, for sluice simulate regions, and draws it as an SVG a browser opens.
+// It is the command's, not the library's: region holds the arithmetic and the coordinator.
+package regionsim
 
 import (
 	"fmt"
 	"slices"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/region"
 )
 
-// SimMinutes is how long Simulate runs: an hour, a minute at a time.
-const SimMinutes = 60
+// HourMinutes is how long Simulate runs: an hour, a minute at a time.
+const HourMinutes = 60
 
 // maxSimulated bounds the limit and the total demand Simulate accepts, so that an hour of
 // totals, and the plot's float64 coordinates, stay exact.
 const maxSimulated = 1 << 53
 
-// SimConfig is what Simulate replays.
-type SimConfig struct {
+// Config is what Simulate replays.
+type Config struct {
 	// Limit is the global limit, per minute.
 	Limit int64
 	// Regions lists the regions; the order is the order in which demand moves (see Simulate).
@@ -30,9 +36,9 @@ type SimConfig struct {
 type Simulation struct {
 	Limit   int64
 	Floor   float64 // Rebalance's floor
-	Every   int     // minutes between rebalances, after SimConfig's defaults
+	Every   int     // minutes between rebalances, after Config's defaults
 	Regions []string
-	Minutes []Minute // SimMinutes of them, minute 0 first
+	Minutes []Minute // HourMinutes of them, minute 0 first
 }
 
 // Minute is one minute of a Simulation.
@@ -63,19 +69,19 @@ type Totals struct {
 //
 // The limit must be from 1 to 2^53 and the total demand at most 2^53; the other rules are
 // Even's and Rebalance's, and errors are *sluice.InvalidError as theirs.
-func Simulate(cfg SimConfig) (*Simulation, error) {
+func Simulate(cfg Config) (*Simulation, error) {
 	floor := cfg.Floor
 	every := cfg.Every
 	if every == 0 {
 		every = 1
 	}
-	if every < 0 || every > SimMinutes {
-		return nil, invalid("every", "must be from 1 to %d minutes, got %d", SimMinutes, every)
+	if every < 0 || every > HourMinutes {
+		return nil, invalid("every", "must be from 1 to %d minutes, got %d", HourMinutes, every)
 	}
 	if cfg.Limit > maxSimulated {
 		return nil, invalid("limit", "must be at most 2^53, got %d", cfg.Limit)
 	}
-	even, err := Even(cfg.Limit, cfg.Regions)
+	even, err := region.Even(cfg.Limit, cfg.Regions)
 	if err != nil {
 		return nil, err
 	}
@@ -96,13 +102,13 @@ func Simulate(cfg SimConfig) (*Simulation, error) {
 			return nil, invalid("demand["+r+"]", "names a region not in regions")
 		}
 	}
-	if err := checkFloor(floor); err != nil {
-		return nil, err
+	if !(floor >= 0 && floor < 1) {
+		return nil, invalid("floor", "must be at least 0 and below 1, got %v", floor)
 	}
 
 	sim := &Simulation{Limit: cfg.Limit, Floor: floor, Every: every, Regions: slices.Clone(cfg.Regions)}
 	shares := even
-	for m := range SimMinutes {
+	for m := range HourMinutes {
 		if m > 0 && m%every == 0 {
 			observed := make(map[string]int64, len(cfg.Regions))
 			for _, past := range sim.Minutes[m-every:] {
@@ -113,8 +119,8 @@ func Simulate(cfg SimConfig) (*Simulation, error) {
 			for r := range observed {
 				observed[r] /= int64(every)
 			}
-			if shares, err = Rebalance(cfg.Limit, observed, floor); err != nil {
-				return nil, fmt.Errorf("region: minute %d: %w", m, err) // unreachable: inputs were checked
+			if shares, err = region.Rebalance(cfg.Limit, observed, floor); err != nil {
+				return nil, fmt.Errorf("regionsim: minute %d: %w", m, err) // unreachable: inputs were checked
 			}
 		}
 		demand := demandAt(cfg.Regions, start, m)
@@ -122,8 +128,8 @@ func Simulate(cfg SimConfig) (*Simulation, error) {
 			Demand:           demand,
 			Even:             even,
 			Rebalanced:       shares,
-			ServedEven:       Served(even, demand),
-			ServedRebalanced: Served(shares, demand),
+			ServedEven:       region.Served(even, demand),
+			ServedRebalanced: region.Served(shares, demand),
 		})
 	}
 	return sim, nil
@@ -161,4 +167,8 @@ func (s *Simulation) Totals() Totals {
 		t.Rebalanced += m.ServedRebalanced
 	}
 	return t
+}
+
+func invalid(field, format string, args ...any) *sluice.InvalidError {
+	return &sluice.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
