@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/internal/unspent"
 )
 
 // Config configures a Store. The zero value is ready to use.
@@ -371,6 +372,7 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 	if err := atomically(now, steps, out); err != nil {
 		return err
 	}
+	unspent.Check(b.policy, cost, out) // a denied check spent nothing of the parts that allowed
 	*d = sluice.Combine(out)
 	return nil
 }
@@ -493,6 +495,7 @@ func (s *Store) CheckAll(_ context.Context, now int64, ops []sluice.Op, out []sl
 	if err := atomically(now, steps, decisions); err != nil {
 		return err
 	}
+	unspent.CheckAll(ops, decisions) // a denied CheckAll spent nothing of the parts that allowed
 	for i := range ops {
 		if ds := decisions[first[i]:first[i+1]]; len(ds) == 1 {
 			out[i] = ds[0]

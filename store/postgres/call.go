@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/unspent"
 )
 
 // op is an operation of decide.
@@ -174,6 +175,23 @@ func combine(ds []sluice.Decision) sluice.Decision {
 		return ds[0]
 	}
 	return sluice.Combine(ds)
+}
+
+// checked is combine for a check of cost under p: a denied check spent nothing of the limits that
+// allowed, and their parts say so (package unspent).
+func checked(p *sluice.Policy, cost int64, ds []sluice.Decision) sluice.Decision {
+	unspent.Check(p, cost, ds)
+	return combine(ds)
+}
+
+// checkedAll folds ds, one decision per limit of each op in turn, into one decision per op in out:
+// a denied CheckAll spent nothing of the parts that allowed (package unspent).
+func checkedAll(ops []sluice.Op, ds []sluice.Decision, out []sluice.Decision) {
+	unspent.CheckAll(ops, ds)
+	for i, op := range ops {
+		n := len(op.Policy.Limits())
+		out[i], ds = combine(ds[:n:n]), ds[n:]
+	}
 }
 
 // textOf is s as a text column holds it. PostgreSQL's text holds valid UTF-8 without NUL, and a

@@ -479,7 +479,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 			return sluice.Decision{}, err
 		}
 		n := len(p.Limits())
-		return combine(decisions(v[5*n*i : 5*n*(i+1)])), nil
+		return checked(p, cost, decisions(v[5*n*i:5*n*(i+1)])), nil
 	}
 	c := newCall(opCheck, now, len(p.Limits()))
 	c.addPolicy(p, key, cost)
@@ -487,7 +487,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	return combine(decisions(v)), nil
+	return checked(p, cost, decisions(v)), nil
 }
 
 // CheckMany implements sluice.Store: one statement decides every key, each on its own.
@@ -509,7 +509,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	}
 	ds := decisions(v)
 	for i := range keys {
-		out[i] = combine(ds[i*n : (i+1)*n])
+		out[i] = checked(p, cost, ds[i*n:(i+1)*n])
 	}
 	return nil
 }
@@ -534,11 +534,7 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 	if err != nil {
 		return err
 	}
-	ds := decisions(v)
-	for i, op := range ops {
-		n := len(op.Policy.Limits())
-		out[i], ds = combine(ds[:n]), ds[n:]
-	}
+	checkedAll(ops, decisions(v), out)
 	return nil
 }
 

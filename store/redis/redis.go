@@ -74,6 +74,7 @@ import (
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/internal/await"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/unspent"
 )
 
 // Config configures a Store. The zero value is ready to use.
@@ -597,11 +598,42 @@ func decide(v []int64) sluice.Decision {
 	if len(v) == 5 {
 		return decision(v)
 	}
+	return sluice.Combine(decisions(v))
+}
+
+// decisions is one decision per step, from five numbers each.
+func decisions(v []int64) []sluice.Decision {
 	ds := make([]sluice.Decision, len(v)/5)
 	for i := range ds {
 		ds[i] = decision(v[5*i:])
 	}
+	return ds
+}
+
+// checked is decide for a check of cost under p: a denied check spent nothing of the limits that
+// allowed, and their parts say so (package unspent).
+func checked(v []int64, p *sluice.Policy, cost int64) sluice.Decision {
+	if len(v) == 5 {
+		return decision(v)
+	}
+	ds := decisions(v)
+	unspent.Check(p, cost, ds)
 	return sluice.Combine(ds)
+}
+
+// combine folds ds, one decision per limit of each op in turn, into one decision per op in out:
+// a denied CheckAll spent nothing of the parts that allowed (package unspent).
+func combine(ops []sluice.Op, ds []sluice.Decision, out []sluice.Decision) {
+	unspent.CheckAll(ops, ds)
+	for i, op := range ops {
+		n := len(op.Policy.Limits())
+		if n == 1 {
+			out[i] = ds[0]
+		} else {
+			out[i] = sluice.Combine(ds[:n:n])
+		}
+		ds = ds[n:]
+	}
 }
 
 func (s *Store) open() error {
@@ -630,7 +662,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 			return sluice.Decision{}, err
 		}
 		n := len(p.Limits())
-		return decide(v[5*n*i : 5*n*(i+1)]), nil
+		return checked(v[5*n*i:5*n*(i+1)], p, cost), nil
 	}
 	n := len(p.Limits())
 	c := newCall(opCheck, now, s.slack, n)
@@ -642,7 +674,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	return decide(v), nil
+	return checked(v, p, cost), nil
 }
 
 // CheckMany implements sluice.Store: one script decides every key, each on its own (a Cluster: one
@@ -668,7 +700,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 			return err
 		}
 		for i := range keys {
-			out[i] = decide(v[5*n*i : 5*n*(i+1)])
+			out[i] = checked(v[5*n*i:5*n*(i+1)], p, cost)
 		}
 		return nil
 	}
@@ -693,7 +725,7 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 			return err
 		}
 		for j, i := range members {
-			out[i] = decide(replies[g][5*n*j : 5*n*(j+1)])
+			out[i] = checked(replies[g][5*n*j:5*n*(j+1)], p, cost)
 		}
 	}
 	return nil
@@ -760,6 +792,11 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 		s.refundAllowed(ctx, now, ops, groups, replies)
 		return err
 	}
+	first := make([]int, len(ops)+1) // the parts of op i are ds[first[i]:first[i+1]]
+	for i, op := range ops {
+		first[i+1] = first[i] + len(op.Policy.Limits())
+	}
+	ds := make([]sluice.Decision, first[len(ops)])
 	allowed := true
 	for g, members := range groups {
 		steps := len(calls[g].keys)
@@ -768,11 +805,13 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 		}
 		v := replies[g]
 		for _, i := range members {
-			n := 5 * len(ops[i].Policy.Limits())
-			out[i], v = decide(v[:n]), v[n:]
-			allowed = allowed && out[i].Allowed
+			for k := first[i]; k < first[i+1]; k, v = k+1, v[5:] {
+				ds[k] = decision(v)
+				allowed = allowed && ds[k].Allowed
+			}
 		}
 	}
+	combine(ops, ds, out)
 	if !allowed && len(groups) > 1 {
 		return s.refundAllowed(ctx, now, ops, groups, replies)
 	}

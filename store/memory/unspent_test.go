@@ -1,0 +1,12 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/storetest"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+func TestDeniedGroupsSpendNothing(t *testing.T) {
+	storetest.DeniedGroups(t, openStore(t, memory.Config{}))
+}

@@ -1,0 +1,13 @@
+package pgstore_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/storetest"
+	pgstore "github.com/sluicehq/sluice/store/postgres"
+)
+
+func TestDeniedGroupsSpendNothing(t *testing.T) {
+	s, _, _ := newStore(t, pgstore.Config{})
+	storetest.DeniedGroups(t, s)
+}

@@ -1,0 +1,12 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/storetest"
+)
+
+func TestDeniedGroupsSpendNothing(t *testing.T) {
+	s, _, _ := newStore(t)
+	storetest.DeniedGroups(t, s)
+}
