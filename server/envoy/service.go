@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/server/grpcapi"
+	"github.com/sluicehq/sluice/server/internal/grpcstatus"
 )
 
 // MaxDescriptors is the most descriptors one request may carry.
@@ -121,7 +121,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	resp, err := s.decide(ctx, req)
 	if err != nil {
-		return nil, grpcapi.Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return resp, nil
 }

@@ -13,20 +13,17 @@ package grpcapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/grpcstatus"
 )
 
 // MaxBatch is the most keys of CheckMany, or items of CheckAll, that one call may carry: the same
@@ -62,7 +59,7 @@ func checkStatus(ctx context.Context, err error) error {
 	if server.FailedClosed(err) {
 		failMode(ctx, "closed")
 	}
-	return Status(err)
+	return grpcstatus.Of(err)
 }
 
 // markOpen marks the call when any of ds was decided by the fail mode.
@@ -89,7 +86,7 @@ func (s *service) Check(ctx context.Context, req *sluicev1.CheckRequest) (*sluic
 func (s *service) CheckMany(ctx context.Context, req *sluicev1.CheckManyRequest) (*sluicev1.CheckManyResponse, error) {
 	keys := req.GetKeys()
 	if len(keys) > MaxBatch {
-		return nil, Status(&sluice.InvalidError{Field: "keys", Reason: fmt.Sprintf("%d keys, more than %d per call", len(keys), MaxBatch)})
+		return nil, grpcstatus.Of(&sluice.InvalidError{Field: "keys", Reason: fmt.Sprintf("%d keys, more than %d per call", len(keys), MaxBatch)})
 	}
 	ds, err := s.srv.CheckMany(ctx, req.GetNow(), req.GetPolicy(), keys, cost(req.GetCost()))
 	if err != nil {
@@ -109,7 +106,7 @@ func (s *service) CheckMany(ctx context.Context, req *sluicev1.CheckManyRequest)
 func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (*sluicev1.Decision, error) {
 	in := req.GetItems()
 	if len(in) > MaxBatch {
-		return nil, Status(&sluice.InvalidError{Field: "items", Reason: fmt.Sprintf("%d items, more than %d per call", len(in), MaxBatch)})
+		return nil, grpcstatus.Of(&sluice.InvalidError{Field: "items", Reason: fmt.Sprintf("%d items, more than %d per call", len(in), MaxBatch)})
 	}
 	items := make([]sluice.Item, len(in))
 	for i, it := range in {
@@ -128,7 +125,7 @@ func (s *service) CheckAll(ctx context.Context, req *sluicev1.CheckAllRequest) (
 func (s *service) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluicev1.Decision, error) {
 	d, err := s.srv.Peek(ctx, req.GetNow(), req.GetPolicy(), req.GetKey())
 	if err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	out := new(sluicev1.Decision)
 	fill(out, d)
@@ -138,28 +135,28 @@ func (s *service) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluicev
 func (s *service) Forecast(ctx context.Context, req *sluicev1.ForecastRequest) (*sluicev1.Forecast, error) {
 	f, err := s.srv.Forecast(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost()))
 	if err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return &sluicev1.Forecast{SpendableNow: f.SpendableNow, NextReplenishAt: f.NextReplenishAt, FullAt: f.FullAt}, nil
 }
 
 func (s *service) Reset(ctx context.Context, req *sluicev1.ResetRequest) (*sluicev1.ResetResponse, error) {
 	if err := s.srv.Reset(ctx, req.GetPolicy(), req.GetKey()); err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return &sluicev1.ResetResponse{}, nil
 }
 
 func (s *service) Settle(ctx context.Context, req *sluicev1.SettleRequest) (*sluicev1.SettleResponse, error) {
 	if err := s.srv.Settle(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), req.GetReserved(), req.GetActual()); err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return &sluicev1.SettleResponse{}, nil
 }
 
 func (s *service) Refund(ctx context.Context, req *sluicev1.RefundRequest) (*sluicev1.RefundResponse, error) {
 	if err := s.srv.Refund(ctx, req.GetNow(), req.GetPolicy(), req.GetKey(), cost(req.GetCost())); err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return &sluicev1.RefundResponse{}, nil
 }
@@ -191,49 +188,4 @@ func fill(m *sluicev1.Decision, d sluice.Decision) {
 		fill(&parts[i], p)
 		m.Parts[i] = &parts[i]
 	}
-}
-
-// Status maps an error of the Server to a gRPC status error; Envoy's front end shares it.
-func Status(err error) error {
-	var code codes.Code
-	msg := err.Error()
-	switch server.CodeOf(err) {
-	case server.CodeInvalid:
-		code = codes.InvalidArgument
-	case server.CodeNotFound:
-		code = codes.NotFound
-	case server.CodeUnavailable:
-		// The store's error names its address and the socket's: a stable message on the wire,
-		// the details in the server's (sampled) log.
-		code, msg = codes.Unavailable, "grpcapi: store unavailable"
-		if errors.Is(err, sluice.ErrClosed) {
-			msg = "grpcapi: store closed"
-		}
-	case server.CodeUnimplemented:
-		code = codes.Unimplemented
-	case server.CodeNotHeld:
-		code = codes.FailedPrecondition
-	default:
-		// The caller gave up: its own cancellation or deadline is no fault of the server's.
-		// Its bare text: what wraps it may name the store's internals.
-		for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
-			if errors.Is(err, c) {
-				return status.FromContextError(c).Err()
-			}
-		}
-		// The text of an unexpected error may describe the store's internals.
-		code, msg = codes.Internal, "grpcapi: internal error"
-	}
-	st := status.New(code, msg)
-	var ie *sluice.InvalidError
-	if errors.As(err, &ie) {
-		// A client can name the offending field without parsing the message.
-		detailed, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
-			{Field: ie.Field, Description: ie.Reason},
-		}})
-		if derr == nil {
-			st = detailed
-		}
-	}
-	return st.Err()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/server/internal/grpcstatus"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -55,7 +56,7 @@ type usage struct {
 func (u *usage) Record(ctx context.Context, req *sluicev1.RecordRequest) (*sluicev1.RecordResponse, error) {
 	in := req.GetEvents()
 	if len(in) > MaxUsageEvents {
-		return nil, Status(&sluice.InvalidError{Field: "events", Reason: fmt.Sprintf("%d events, more than %d per call", len(in), MaxUsageEvents)})
+		return nil, grpcstatus.Of(&sluice.InvalidError{Field: "events", Reason: fmt.Sprintf("%d events, more than %d per call", len(in), MaxUsageEvents)})
 	}
 	if len(in) == 0 {
 		return &sluicev1.RecordResponse{}, nil
@@ -66,7 +67,7 @@ func (u *usage) Record(ctx context.Context, req *sluicev1.RecordRequest) (*sluic
 	}
 	// Append checks every event before storing any, naming the bad field as events[i].key.
 	if err := u.b.Append(ctx, events); err != nil {
-		return nil, Status(err)
+		return nil, grpcstatus.Of(err)
 	}
 	return &sluicev1.RecordResponse{Appended: int32(len(events))}, nil // at most MaxUsageEvents
 }
@@ -75,9 +76,9 @@ func (u *usage) Watch(req *sluicev1.WatchRequest, ss grpc.ServerStreamingServer[
 	name, after := req.GetStream(), req.GetAfter()
 	switch {
 	case name == "":
-		return Status(&sluice.InvalidError{Field: "stream", Reason: "is empty"})
+		return grpcstatus.Of(&sluice.InvalidError{Field: "stream", Reason: "is empty"})
 	case after < 0:
-		return Status(&sluice.InvalidError{Field: "after", Reason: fmt.Sprintf("must not be negative, got %d", after)})
+		return grpcstatus.Of(&sluice.InvalidError{Field: "after", Reason: fmt.Sprintf("must not be negative, got %d", after)})
 	}
 	if u.stopping.Err() != nil {
 		return status.Error(codes.Unavailable, "grpcapi: the server is stopping")
@@ -91,7 +92,7 @@ func (u *usage) Watch(req *sluicev1.WatchRequest, ss grpc.ServerStreamingServer[
 	case sluicev1.WatchKind_WATCH_KIND_WINDOWS:
 		return watch(ctx, ss, name, after, u.b.Windows, windowResponse)
 	}
-	return Status(&sluice.InvalidError{Field: "kind", Reason: fmt.Sprintf("unknown watch kind %d", req.GetKind())})
+	return grpcstatus.Of(&sluice.InvalidError{Field: "kind", Reason: fmt.Sprintf("unknown watch kind %d", req.GetKind())})
 }
 
 // reader is Backend.Windows or Backend.Decisions.
@@ -109,7 +110,7 @@ func watch[T any](ctx context.Context, ss grpc.ServerStreamingServer[sluicev1.Wa
 			return nil
 		}
 		if err != nil {
-			return Status(err)
+			return grpcstatus.Of(err)
 		}
 		for _, it := range items {
 			m := msg(it)
