@@ -166,7 +166,7 @@ func orBody(path string) string {
 type checkRequest struct {
 	Policy string
 	Key    string
-	Cost   int64 // 1 unless given
+	Cost   int64 // 1 unless given, and for a given 0 (wireCost)
 	Now    int64 // epoch ms; 0 for the server's clock
 }
 
@@ -185,7 +185,18 @@ func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
 		fields = append(fields, field{"now", false, "an integer (epoch ms)", &req.Now})
 	}
 	err := decodeObject(data, "", fields)
+	req.Cost = wireCost(req.Cost)
 	return req, err
+}
+
+// wireCost applies the wire default, on every door alike: gRPC cannot tell an unset cost from 0
+// (proto3), so 0 means 1 there, and an explicit "cost": 0 (or the gate's ?cost=0) means 1 here
+// too. A negative cost is passed on for the limiter to refuse, naming the field.
+func wireCost(c int64) int64 {
+	if c == 0 {
+		return 1
+	}
+	return c
 }
 
 // settleRequest is the body of /v1/settle.
@@ -256,6 +267,7 @@ func decodeCheckMany(data []byte) (checkManyRequest, error) {
 		{"cost", false, "an integer", &req.Cost},
 		{"now", false, "an integer (epoch ms)", &req.Now},
 	})
+	req.Cost = wireCost(req.Cost)
 	if err == nil && len(req.Keys) > MaxBatch {
 		err = invalidf("keys: %d keys, at most %d per request", len(req.Keys), MaxBatch)
 	}
@@ -293,6 +305,7 @@ func decodeCheckAll(data []byte) (checkAllRequest, error) {
 		if err != nil {
 			return req, err
 		}
+		it.Cost = wireCost(it.Cost)
 	}
 	return req, nil
 }

@@ -29,8 +29,10 @@
 // A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
 // composite policy adds "deniedBy" (-1 when allowed) and "parts" (one decision per limit), and
 // the decisions of a single limit carry neither. A denial is a decision (200), never an error;
-// only the gate answers one with 429. cost defaults to 1; now (epoch ms) is refused unless the
-// server allows client time. Reset takes no now: forgetting a key does not depend on time.
+// only the gate answers one with 429. cost defaults to 1, and a cost of 0 (in a body or the gate's
+// query) means 1, as on gRPC, where proto3 cannot tell 0 from absent; a negative cost is 400 naming
+// the field. now (epoch ms) is refused unless the server allows client time. Reset takes no now:
+// forgetting a key does not depend on time.
 //
 // When the store cannot answer in time, a check is decided by its policy's fail mode. Fail open,
 // the decision adds "failOpen":true (its numbers are zero: no limit was consulted), the answer
@@ -672,6 +674,7 @@ func parseGate(rawQuery string, h http.Header, keyHeader string) (gateParams, er
 			return p, err
 		}
 	}
+	p.cost = wireCost(p.cost)
 	// nginx's auth_request knows only 2xx, 401 and 403: a gate behind it denies with 403, which
 	// nginx's error_page turns back into 429.
 	if p.deny != http.StatusTooManyRequests && p.deny != http.StatusForbidden {
