@@ -26,9 +26,9 @@ type guard struct {
 	fails failLog
 }
 
-// bound gives ctx the store timeout. The memory store never waits, so it is spared the timer.
+// bound gives ctx the store timeout. A local store never waits, so it is spared the timer.
 func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, local := g.inner.(*memory.Store); local {
+	if g.srv.opts.Local {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, g.srv.StoreTimeout())

@@ -46,9 +46,9 @@ func (s *sharedStore) CheckMany(ctx context.Context, now int64, p *sluice.Policy
 	return s.Store.CheckMany(ctx, now, p, keys, cost, out)
 }
 
-func newNearServer(t *testing.T, store sluice.Store, cfg *config.Config) *server.Server {
+func newNearServer(t *testing.T, store sluice.Store, cfg *config.Config, local bool) *server.Server {
 	t.Helper()
-	srv, err := server.New(cfg, store, server.Options{AllowClientTime: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(cfg, store, server.Options{AllowClientTime: true, Local: local, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func scrape(srv *server.Server) string {
 // switches it.
 func TestNearCache(t *testing.T) {
 	store := &sharedStore{Store: memStore(t)}
-	srv := newNearServer(t, store, parse(t, nearConfig))
+	srv := newNearServer(t, store, parse(t, nearConfig), false)
 	ctx := context.Background()
 	steps := []struct {
 		policy, key string
@@ -129,7 +129,7 @@ func TestNearCache(t *testing.T) {
 // the fail mode decides only what had to go to the store.
 func TestNearCacheOutsideTheGuard(t *testing.T) {
 	store := &sharedStore{Store: memStore(t)}
-	srv := newNearServer(t, store, parse(t, nearConfig))
+	srv := newNearServer(t, store, parse(t, nearConfig), false)
 	ctx := context.Background()
 	srv.Check(ctx, t0, "cached", "k", 1)
 	if d, _ := srv.Check(ctx, t0+1, "cached", "k", 1); d.Allowed {
@@ -156,13 +156,13 @@ func TestNearCacheOutsideTheGuard(t *testing.T) {
 }
 
 // TestNoNearCacheOverMemory: the memory store is not wrapped; it gains nothing from the cache.
-func TestNoNearCacheOverMemory(t *testing.T) {
-	srv := newNearServer(t, memStore(t), parse(t, nearConfig))
+func TestNoNearCacheOverLocalStore(t *testing.T) {
+	srv := newNearServer(t, memStore(t), parse(t, nearConfig), true)
 	for i := range int64(4) {
 		srv.Check(context.Background(), t0+i, "cached", "k", 1)
 	}
 	body := scrape(srv)
 	if strings.Contains(body, "sluice_near_cache_answers_total{") || !strings.Contains(body, `sluice_decisions_total{outcome="denied",policy="cached"} 3`) {
-		t.Errorf("over the memory store the near cache answered, or the decisions are wrong:\n%s", body)
+		t.Errorf("over a local store the near cache answered, or the decisions are wrong:\n%s", body)
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/lease"
-	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/nearcache"
 )
 
@@ -34,6 +33,10 @@ type Options struct {
 	AllowClientTime bool
 	// Logger receives reloads and store failures; nil means slog.Default().
 	Logger *slog.Logger
+	// Local says the store decides in this process without waiting, as the memory store does:
+	// the server then bounds its calls by no timeout (StoreTimeout is 0) and puts neither a near
+	// cache nor leases in front of it, which would only copy what it answers at memory speed.
+	Local bool
 }
 
 // Server answers checks for every front end. It is safe for concurrent use.
@@ -56,9 +59,9 @@ type Server struct {
 
 // New returns a Server over store with cfg's policies.
 //
-// Over any store but the memory store (which answers as fast as a cache would), the limiter asks a
-// near cache of denials (package store/nearcache) in front of the guard: the policies with
-// nearCache: true in the config in force, reloads included, answer a key's denial locally until it
+// Over any store but a local one (Options.Local: it answers as fast as a cache would), the
+// limiter asks a near cache of denials (package store/nearcache) in front of the guard: the
+// policies with nearCache: true in the config in force, reloads included, answer a key's denial locally until it
 // ends, counted in sluice_near_cache_answers_total. The cache sits outside the guard because what
 // it answers never touches the store: a local answer costs no store timer, and when the store
 // fails, the fail mode decides only what went to the store (the other keys of a CheckMany), not
@@ -70,10 +73,7 @@ type Server struct {
 // leases did not spend.
 func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(store), timeout: DefaultStoreTimeout}
-	switch st := store.(type) {
-	case *memory.Store:
-		s.timeout = 0 // it never waits: the guard spares it the timer
-	case interface{ DefaultTimeout() time.Duration }:
+	if st, ok := store.(interface{ DefaultTimeout() time.Duration }); ok {
 		s.timeout = st.DefaultTimeout()
 	}
 	if s.log == nil {
@@ -82,7 +82,7 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 	s.guard = &guard{inner: store, srv: s}
 	s.cfg.Store(cfg)
 	var front sluice.Store = s.guard
-	if _, local := store.(*memory.Store); !local {
+	if !opts.Local {
 		front = nearcache.New(s.guard, nearcache.Config{
 			Policies: func(name string) bool { return s.cfg.Load().NearCache(name) },
 			OnLocal:  func(policy string) { s.metrics.nearCache.WithLabelValues(policy).Inc() },
@@ -93,7 +93,7 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 		return nil, err
 	}
 	s.lim = lim
-	if _, local := store.(*memory.Store); !local {
+	if !opts.Local {
 		s.leaser = lease.New(lim, lease.Config{})
 	}
 	return s, nil
@@ -114,8 +114,11 @@ const DefaultStoreTimeout = 100 * time.Millisecond
 
 // StoreTimeout is the bound on every store call in force: the config's storeTimeout, or the
 // store's default (its DefaultTimeout method, measured for it; docs/operations.md). 0 means none:
-// the memory store never waits.
+// a local store (Options.Local) never waits.
 func (s *Server) StoreTimeout() time.Duration {
+	if s.opts.Local {
+		return 0
+	}
 	if d := s.cfg.Load().StoreTimeout; d > 0 {
 		return d
 	}

@@ -239,12 +239,18 @@ func TestStoreDefaults(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		store sluice.Store
+		opts  server.Options
 		want  time.Duration
 	}{
-		{"a store that names no default", struct{ sluice.Store }{memStore(t)}, server.DefaultStoreTimeout},
-		{"the memory store", memStore(t), 0},
+		{"a store that names no default", struct{ sluice.Store }{memStore(t)}, server.Options{}, server.DefaultStoreTimeout},
+		{"a local store", memStore(t), server.Options{Local: true}, 0},
+		{"a local store, with a timeout in the config", memStore(t), server.Options{Local: true}, 0},
 	} {
-		srv, err := server.New(unset, tt.store, server.Options{})
+		cfg := unset
+		if strings.Contains(tt.name, "in the config") {
+			cfg = parse(t, yamlConfig)
+		}
+		srv, err := server.New(cfg, tt.store, tt.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -226,7 +226,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	defer closer.Close()
-	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log})
+	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log, Local: storeKind(cfg.Store) == "memory"})
 	if err != nil {
 		return err
 	}
