@@ -110,6 +110,8 @@ func (l *Leaser) renew(s *slot, ls *lease, fast bool) {
 	s.pending = -ls.used(left)
 	s.last.Store(now)
 	s.next = l.newLease(ls.info, d, now, size, rate)
+	// Decisions answered from ls now count the store's newer remaining, and the units of next.
+	ls.beside.Store(d.Remaining + size)
 }
 
 // sweep ends the leases past their deadline at now and forgets idle keys or, when final, ends

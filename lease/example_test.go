@@ -33,8 +33,10 @@ func ExampleLeaser() {
 	for range 2_000 {
 		d, _ = leaser.Check(ctx, "api", "tenant-42", 1)
 	}
+	// Remaining is what the store had left at the last lease plus what the lease still holds:
+	// with one process and no time passing, what the key has left.
 	st := leaser.Stats()
-	fmt.Printf("hot: 2000 checks, %d store checks, %d units left in the lease\n", st.StoreChecks-1, d.Remaining)
+	fmt.Printf("hot: 2000 checks, %d store checks, remaining %d\n", st.StoreChecks-1, d.Remaining)
 
 	// Close gives the lease's unspent units back to the store.
 	if err := leaser.Close(ctx); err != nil {
@@ -44,6 +46,6 @@ func ExampleLeaser() {
 	fmt.Printf("closed: %d units returned, the store has %d of 10000 left\n", leaser.Stats().Returned, p.Remaining)
 	// Output:
 	// cold: allowed true, remaining 9999 (the store's), 1 store check
-	// hot: 2000 checks, 6 store checks, 51 units left in the lease
+	// hot: 2000 checks, 6 store checks, remaining 8000
 	// closed: 51 units returned, the store has 8000 of 10000 left
 }

@@ -20,3 +20,25 @@ func Settle(l *Leaser) {
 	case <-l.done:
 	}
 }
+
+// Held is how many units l holds for key under policy: its current lease's and the one taken ahead.
+func Held(l *Leaser, policy, key string) int64 {
+	t := (*l.tables.Load())[policy]
+	if t == nil {
+		return 0
+	}
+	s := t.keys.load(key)
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	if ls := s.cur.Load(); ls != nil && !ls.ended {
+		n += ls.units.Load()
+	}
+	if s.next != nil {
+		n += s.next.start
+	}
+	return n
+}

@@ -71,11 +71,17 @@
 //
 // A check answered from a lease is Allowed, with the Limit and ResetAt of the store's decision for
 // the lease (ResetAt is when the key would be full again had nothing been taken since), RetryAfterMs
-// 0, DeniedBy −1 and no Parts. Its Remaining is a local view: the units left in the lease it spent
-// from, not what the key has left in the store. The check that takes a lease answers the same way,
-// its Remaining the units the new lease holds after it. A check sent to the store for its cost alone
-// (a cold key) and a denial get the store's decision unchanged (a denial's RetryAfterMs is for the
-// units the check needed beyond its leases).
+// 0, DeniedBy −1 and no Parts. Its Remaining is what the store had left when this process last took
+// a lease of the key (that store decision's Remaining), plus the units its leases of the key still
+// hold after the check (with Ahead, both leases'): never the lease's count alone, which would have a
+// client that obeys it back off with the key far from spent. It is kept with the lease when the
+// lease is taken, so a local check still reads it with no lock and no allocation. Against what the
+// process can still admit, the store's remaining now plus its own unspent units, it overstates by
+// at most what other processes took from the store since this process's last lease (the leases
+// they took included), and understates by at most what the store refilled, or got back in refunds,
+// since. The check that takes a lease, or moves to the one taken ahead, answers the same way. A
+// check sent to the store for its cost alone (a cold key) and a denial get the store's decision
+// unchanged (a denial's RetryAfterMs is for the units the check needed beyond its leases).
 //
 // # Clocks
 //
@@ -255,7 +261,7 @@ type slot struct {
 
 // lease is one grant of the store. units is what is left to spend; the other fields are set before
 // it is published and never change, except ended and left, guarded by the slot's mu (and start and
-// units, until it is published).
+// units, until it is published), and beside.
 type lease struct {
 	deadline int64 // the first instant it may not be spent at
 	limit    int64
@@ -265,6 +271,11 @@ type lease struct {
 	info     *info
 	ended    bool  // its units were taken away: spent by a check, returned or dropped
 	left     int64 // units it held when it ended
+	// beside is what a decision answered from this lease adds to its units: what the store had
+	// left when this process last took a lease of the key, plus the units of the lease taken ahead.
+	// Set when the lease is taken, and again when the next one is taken ahead; read by every check,
+	// written rarely, so it shares the read-mostly line.
+	beside atomic.Int64
 	// units has cache lines of its own: cores spending from one lease take turns writing it, and
 	// the fields above, which every check reads, stay shared meanwhile.
 	_       [128]byte
@@ -280,8 +291,9 @@ type renewal struct {
 	done chan struct{} // for tests: closed when every earlier renewal was handled
 }
 
-func (ls *lease) decision(remaining int64) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: ls.limit, Remaining: remaining, ResetAt: ls.resetAt, DeniedBy: -1}
+// decision answers a check that left units in ls.
+func (ls *lease) decision(units int64) sluice.Decision {
+	return sluice.Decision{Allowed: true, Limit: ls.limit, Remaining: ls.beside.Load() + units, ResetAt: ls.resetAt, DeniedBy: -1}
 }
 
 // New returns a Leaser over lim and starts its background goroutine.
@@ -329,7 +341,7 @@ func (l *Leaser) Check(ctx context.Context, policy, key string, cost int64) (d s
 							l.askAhead(s, ls)
 						}
 						// Field by field: the compiler then fills the result in place.
-						d.Allowed, d.Limit, d.Remaining, d.ResetAt, d.DeniedBy = true, ls.limit, r-cost, ls.resetAt, -1
+						d.Allowed, d.Limit, d.Remaining, d.ResetAt, d.DeniedBy = true, ls.limit, ls.beside.Load()+r-cost, ls.resetAt, -1
 						return d, nil
 					}
 				}

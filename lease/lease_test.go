@@ -591,8 +591,8 @@ func TestDenialFallsBackToSmallerLeases(t *testing.T) {
 			l, lim := newLeaser(t, store, clock, lease.Config{MaxLease: 50}, p)
 			// Grow the key's leases to 50, spend them, and let another process take the rest.
 			for {
-				d := mustCheck(t, l, clock.ctx(), "p", "k", 1)
-				if costs := store.costs; d.Remaining == 0 && len(costs) > 0 && costs[len(costs)-1] == 50 {
+				mustCheck(t, l, clock.ctx(), "p", "k", 1)
+				if costs := store.costs; lease.Held(l, "p", "k") == 0 && len(costs) > 0 && costs[len(costs)-1] == 50 {
 					break
 				}
 			}
@@ -638,8 +638,8 @@ func TestLocalDecisions(t *testing.T) {
 		switch {
 		case !d.Allowed || d.Limit != 1000 || d.RetryAfterMs != 0 || d.DeniedBy != -1 || d.Parts != nil:
 			t.Fatalf("check %d: %+v", i, d)
-		case local && d.Remaining != prev.Remaining-2:
-			t.Fatalf("check %d, local: remaining %d, want %d, the lease's units left", i, d.Remaining, prev.Remaining-2)
+		case d.Remaining != 1000-2*int64(i+1):
+			t.Fatalf("check %d: remaining %d, want %d: what the store had at the last lease, and the lease's units left", i, d.Remaining, 1000-2*(i+1))
 		case local && d.ResetAt != prev.ResetAt:
 			t.Fatalf("check %d, local: resetAt %d, want the lease's %d", i, d.ResetAt, prev.ResetAt)
 		case d.ResetAt <= t0:
@@ -879,10 +879,10 @@ func TestReplacedPolicy(t *testing.T) {
 	store := newMemory(t, clock.now)
 	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1e-6}})
 	l, lim := newLeaser(t, store, clock, lease.Config{MaxLease: 100}, p)
-	var held int64
 	for range 150 {
-		held = mustCheck(t, l, clock.ctx(), "p", "k", 1).Remaining
+		mustCheck(t, l, clock.ctx(), "p", "k", 1)
 	}
+	held := lease.Held(l, "p", "k")
 	// The same definition under a new *Policy: leases carry on and are refunded.
 	if err := lim.SetPolicies(sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1e-6}})); err != nil {
 		t.Fatal(err)
@@ -890,7 +890,8 @@ func TestReplacedPolicy(t *testing.T) {
 	for range held {
 		mustCheck(t, l, clock.ctx(), "p", "k", 1)
 	}
-	held = mustCheck(t, l, clock.ctx(), "p", "k", 1).Remaining // a new lease
+	mustCheck(t, l, clock.ctx(), "p", "k", 1) // a new lease
+	held = lease.Held(l, "p", "k")
 	// A new definition: new leases follow it, the one held is not refunded into it.
 	if err := lim.SetPolicies(sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 500, RefillPerSec: 1e-6}})); err != nil {
 		t.Fatal(err)
@@ -902,7 +903,7 @@ func TestReplacedPolicy(t *testing.T) {
 	if d.Limit != 500 {
 		t.Errorf("a lease taken after the policy changed: limit %d, want 500", d.Limit)
 	}
-	held = d.Remaining
+	held = lease.Held(l, "p", "k")
 	if err := lim.SetPolicies(sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 400, RefillPerSec: 1e-6}})); err != nil {
 		t.Fatal(err)
 	}
@@ -976,8 +977,10 @@ func TestNextLeaseTakenAhead(t *testing.T) {
 			var warm uint64
 			for i := range checks {
 				d := mustCheck(t, l, clock.ctx(), "p", "k", 1)
-				if !d.Allowed || i > 0 && d.Remaining > 100 { // the first is the store's decision
-					t.Fatalf("check %d: %+v", i, d)
+				// One process and nothing refilled: what the store had at the last lease plus what
+				// the leases hold is what is left.
+				if !d.Allowed || d.Remaining != 1e6-int64(i+1) {
+					t.Fatalf("check %d: %+v, want remaining %d", i, d, int64(1e6)-int64(i+1))
 				}
 				if i == 200 {
 					warm = waits()

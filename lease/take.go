@@ -134,7 +134,7 @@ func (l *Leaser) take(ctx context.Context, in *info, s *slot, cost, now int64) (
 		if have == 0 {
 			return d, nil // a check of its cost alone: the store's decision
 		}
-		return sluice.Decision{Allowed: true, Limit: d.Limit, ResetAt: d.ResetAt, DeniedBy: -1}, nil
+		return sluice.Decision{Allowed: true, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, DeniedBy: -1}, nil
 	}
 	ls := l.newLease(in, d, now, local, rate)
 	s.cur.Store(ls)
@@ -145,6 +145,7 @@ func (l *Leaser) take(ctx context.Context, in *info, s *slot, cost, now int64) (
 // rate units a second.
 func (l *Leaser) newLease(in *info, d sluice.Decision, now, units int64, rate float64) *lease {
 	ls := &lease{deadline: l.deadline(in, d, now), limit: d.Limit, resetAt: d.ResetAt, start: units, info: in}
+	ls.beside.Store(d.Remaining)
 	if units >= minAhead && l.ahead > 0 {
 		// The next lease is asked for when a share Ahead of this one is left, or earlier if the
 		// key would spend what is left before two store calls of the recent latency.
