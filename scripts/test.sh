@@ -48,16 +48,7 @@ for bin in redis-server initdb nginx protoc; do
 	[[ -n $found ]] || echo "note: no $bin: the tests that need it skip (under CI=true they fail)"
 done
 
-step "gofmt"
-unformatted=$(gofmt -l .)
-[[ -z $unformatted ]] || fail "gofmt needed on:"$'\n'"$unformatted"
-
-step "go vet"
-go vet ./...
-
-step "staticcheck"
-# Pinned, from the module proxy: it catches dead code and deprecated calls that vet lets through.
-go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+bash scripts/lint.sh
 
 step "go test"
 go test -race -shuffle=on ./...
@@ -67,13 +58,18 @@ shopt -s nullglob
 vectors=(conformance/testdata/vectors/*.json)
 shopt -u nullglob
 ((${#vectors[@]})) || fail "no vector files in conformance/testdata/vectors"
-# The vectors are a copy of the project's shared ones: where those are beside the clone, the copy
-# must not have drifted from them.
-for v in ../shared/vectors/*.json; do
-	[[ -f $v ]] || continue
-	cmp -s "$v" "conformance/testdata/vectors/${v##*/}" || fail "conformance/testdata/vectors/${v##*/} differs from $v: copy it again"
-done
 go run ./cmd/sluice conformance --vectors "${vectors[@]}"
+# The vectors are a copy of the project's shared ones: where those are beside the clone, they are
+# replayed too, and the copy must not have drifted from them.
+shopt -s nullglob
+shared=(../shared/vectors/*.json)
+shopt -u nullglob
+if ((${#shared[@]})); then
+	go run ./cmd/sluice conformance --vectors "${shared[@]}"
+	for v in "${shared[@]}"; do
+		cmp -s "$v" "conformance/testdata/vectors/${v##*/}" || fail "conformance/testdata/vectors/${v##*/} differs from $v: copy it again"
+	done
+fi
 go run ./cmd/sluice conformance --store "$REDIS_URL" --vectors "${vectors[@]}"
 # A schema of this run's own, so that no earlier run's state is replayed against.
 schema="sluice_conformance_$(date +%s)_$$"
@@ -89,8 +85,6 @@ if [[ -f bench/go.mod ]]; then
 	step "benchmarks (one iteration each)"
 	(
 		cd bench
-		go vet ./...
-		go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 		go test -run '^$' -bench . -benchtime 1x ./...
 	)
 fi
