@@ -18,6 +18,10 @@ var (
 	// ErrUnavailable means the store could not decide in time: unreachable, failing or too slow.
 	// A service answers it according to the policy's fail mode.
 	ErrUnavailable = errors.New("sluice: store unavailable")
+	// ErrSchemaNewer means a PostgreSQL schema sluice keeps its tables in (the PostgreSQL store's,
+	// stream mode's, the region coordinator's) holds migrations this build does not know: a newer
+	// sluice migrated it. The build refuses to run on it rather than guess at its tables.
+	ErrSchemaNewer = errors.New("sluice: database schema is newer than this build")
 )
 
 // InvalidError is bad input: a cost, key, parameter or name out of range. Field names the offending

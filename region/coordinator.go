@@ -39,10 +39,6 @@ type Config struct {
 	Floor float64
 }
 
-// ErrSchemaNewer means the database holds migrations this build does not know: a newer sluice
-// migrated it.
-var ErrSchemaNewer = errors.New("region: database schema is newer than this sluice")
-
 // maxRegions and maxDemand bound what a rebalance sums, so the total demand fits in an int64.
 const (
 	maxRegions = 1024
@@ -99,7 +95,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Coordinator, error) {
 	cfg.Regions = slices.Clone(cfg.Regions)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := migrateSchema(ctx, pool, cfg.Schema); err != nil {
+	if err := migrations.Apply(ctx, pool, cfg.Schema); err != nil {
 		return nil, err
 	}
 	c := &Coordinator{pool: pool, cfg: cfg, q: pgx.Identifier{cfg.Schema}.Sanitize(), floor: cfg.Floor, even: even[cfg.Region]}

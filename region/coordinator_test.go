@@ -257,7 +257,7 @@ func TestMigrations(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), "INSERT INTO "+q+".migrations (version) VALUES (99)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := region.New(pool, cfg); !errors.Is(err, region.ErrSchemaNewer) {
-		t.Fatalf("New on a newer schema: %v, want ErrSchemaNewer", err)
+	if _, err := region.New(pool, cfg); !errors.Is(err, sluice.ErrSchemaNewer) {
+		t.Fatalf("New on a newer schema: %v, want sluice.ErrSchemaNewer", err)
 	}
 }

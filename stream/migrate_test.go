@@ -2,12 +2,37 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
 )
+
+// migrateSchemaTo builds schema as an earlier build left it: its migrations up to upto.
+func migrateSchemaTo(ctx context.Context, pool *pgxpool.Pool, schema string, upto int) error {
+	return migrations.ApplyTo(ctx, pool, schema, upto)
+}
+
+// TestSchemaNewer refuses a schema that a newer build migrated further.
+func TestSchemaNewer(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "stream_test")
+	e, err := New(pool, Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if _, err := pool.Exec(context.Background(), "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+".migrations (version) VALUES (9999)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(pool, Config{Schema: schema}); !errors.Is(err, sluice.ErrSchemaNewer) {
+		t.Errorf("New on a newer schema: %v, want sluice.ErrSchemaNewer", err)
+	}
+}
 
 // TestMigrationKeepsFirstDecision upgrades a schema where an earlier build published a second
 // decision for a window after a reset: the first stays, the later one goes.

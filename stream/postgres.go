@@ -20,9 +20,6 @@ type Config struct {
 	Schema string
 }
 
-// ErrSchemaNewer means the database holds migrations this build does not know.
-var ErrSchemaNewer = errors.New("stream: database schema is newer than this sluice")
-
 // Engine is the Backend on PostgreSQL. It is safe for concurrent use, also by many processes on
 // one database: processors of one query take turns on its row lock.
 type Engine struct {
@@ -76,7 +73,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Engine, er
 	if schema == "" {
 		schema = "sluice_stream"
 	}
-	if err := migrateSchema(ctx, pool, schema); err != nil {
+	if err := migrations.Apply(ctx, pool, schema); err != nil {
 		return nil, err
 	}
 	return &Engine{pool: pool, schema: schema, q: pgx.Identifier{schema}.Sanitize()}, nil

@@ -71,7 +71,7 @@ func TestSchemaNewer(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), "INSERT INTO "+pgx.Identifier{schema}.Sanitize()+".migrations (version) VALUES (9999)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgstore.New(pool, pgstore.Config{Schema: schema, SweepInterval: -1}); !errors.Is(err, pgstore.ErrSchemaNewer) {
-		t.Errorf("New on a newer schema: error %v, want pgstore.ErrSchemaNewer", err)
+	if _, err := pgstore.New(pool, pgstore.Config{Schema: schema, SweepInterval: -1}); !errors.Is(err, sluice.ErrSchemaNewer) {
+		t.Errorf("New on a newer schema: error %v, want sluice.ErrSchemaNewer", err)
 	}
 }

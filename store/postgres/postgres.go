@@ -35,11 +35,11 @@
 //
 // # Schema and migrations
 //
-// Everything lives in one schema (Config.Schema, "sluice" by default). New applies the embedded,
-// versioned migrations (migrations/NNNN_name.sql), each in its own transaction under a
-// transaction-scoped advisory lock, and records them in <schema>.migrations: processes starting at
-// once apply each migration once. A database whose schema is newer than this build is an error
-// (ErrSchemaNewer).
+// Everything lives in one schema (Config.Schema, "sluice" by default), kept by package pgmigrate.
+// New applies the embedded, versioned migrations the schema lacks (migrations/NNNN_name.sql),
+// recorded in <schema>.migrations, in one transaction under a transaction-scoped advisory lock, so
+// processes starting at once take turns and the first does the work. A database whose schema is
+// newer than this build is an error matching sluice.ErrSchemaNewer.
 //
 // <schema>.limits holds a row per limit of a policy and key: (policy, key, i) is the primary key,
 // state a float8[] in the strategy's layout, idle_at the epoch ms after which the row decides like
@@ -122,10 +122,6 @@ type Config struct {
 	// idle_at exactly.
 	IdleRounding time.Duration
 }
-
-// ErrSchemaNewer means the database holds migrations this build does not know: a newer sluice
-// migrated it.
-var ErrSchemaNewer = errors.New("pgstore: database schema is newer than this sluice")
 
 // Store is the PostgreSQL sluice.Store. It is safe for concurrent use.
 type Store struct {
@@ -226,7 +222,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	schema := or(cfg.Schema, "sluice")
-	if err := migrate(ctx, pool, schema); err != nil {
+	if err := migrations.Apply(ctx, pool, schema); err != nil {
 		return nil, err
 	}
 	s := &Store{
