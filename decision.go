@@ -22,7 +22,9 @@ type Decision struct {
 	// single-limit policy that was denied has DeniedBy 0.
 	DeniedBy int `json:"deniedBy"`
 	// Parts holds one decision per limit of a composite policy, or one per item of CheckAll, each as
-	// that part alone would decide. Nil for a single-limit policy.
+	// that part alone would decide; but when the whole was denied, nothing was consumed, and a part
+	// that would have allowed reports the Remaining it has, not less its cost. Nil for a
+	// single-limit policy.
 	Parts []Decision `json:"parts,omitempty"`
 	// FailOpen reports that the store could not answer in time and the policy's fail mode allowed
 	// the check: no limit was consulted, so Allowed is true and the numbers are zero. Only a

@@ -447,7 +447,9 @@ func TestScenarioCheckAllSeesEarlierItems(t *testing.T) {
 			items:     []sluice.Item{{Policy: "p", Key: "k", Cost: 3}, {Policy: "q", Key: "k", Cost: 1}, {Policy: "p", Key: "k", Cost: 3}},
 			allowed:   false,
 			deniedBy:  2,
-			remaining: []int64{2, 4, 2},
+			// Nothing was spent: the items that allowed report what they have; the third, decided
+			// after the first, what the first would have left.
+			remaining: []int64{5, 5, 2},
 			after:     []keyRemaining{{"p", "k", 5}, {"q", "k", 5}},
 		},
 		{

@@ -124,8 +124,9 @@ func TestLimit(t *testing.T) {
 			// requests: 1 left of 2 in 60 s; tokens: 100 left of 1000, full in 100 s.
 			{t0, 900, wantResponse{status: 200, rateLimit: `"model#requests";r=1;t=61, "model#tokens";r=100;t=90`,
 				policy: `"model#requests";q=2;w=60, "model#tokens";q=1000;w=100`, reachedHandler: true}},
-			// 200 tokens are 100 short: the token bucket denies for 10 s.
-			{t0, 200, wantResponse{status: 429, rateLimit: `"model#requests";r=0;t=61, "model#tokens";r=100;t=90`,
+			// 200 tokens are 100 short: the token bucket denies for 10 s. The denial spent nothing:
+			// the request limit still has its 1.
+			{t0, 200, wantResponse{status: 429, rateLimit: `"model#requests";r=1;t=61, "model#tokens";r=100;t=90`,
 				policy: `"model#requests";q=2;w=60, "model#tokens";q=1000;w=100`, retryAfter: "10", problemRetryMs: 10_000}},
 		}},
 		{"explicit window: the binding part alone", modelPolicy, 30 * time.Second, []req{

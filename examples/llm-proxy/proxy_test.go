@@ -356,7 +356,7 @@ func Test429(t *testing.T) {
 		}
 		// 905 spent, 95 left; 100 more need 5 tokens, which take 300 ms at 1000 a minute.
 		resp := h.chat("k", "please answer with 95 tokens", 95)
-		checkDenied(t, resp, "tokens", 300, "1", `"m#requests";q=5;w=60, "m#tokens";q=1000;w=60`, `"m#requests";r=3;t=60, "m#tokens";r=95;t=55`) // each part as it alone would decide
+		checkDenied(t, resp, "tokens", 300, "1", `"m#requests";q=5;w=60, "m#tokens";q=1000;w=60`, `"m#requests";r=4;t=60, "m#tokens";r=95;t=55`) // the denial spent nothing: 4 requests left
 		h.clock.Add(300)
 		if resp := h.chat("k", "please answer with 95 tokens", 95); resp.StatusCode != 200 {
 			t.Errorf("after retryAfterMs: %s", resp.Status)

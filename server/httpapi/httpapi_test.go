@@ -227,7 +227,7 @@ func TestRoutes(t *testing.T) {
 				{"allowed":true,"limit":5,"remaining":4,"resetAt":1700000040100,"retryAfterMs":0}]}`},
 		{"check-all denied", "/v1/check-all", `{"items":[{"policy":"gcra","key":"k"},{"policy":"fixed","key":"k"}],"now":1700000040000}`,
 			`{"allowed":false,"deniedBy":1,"decisions":[
-				{"allowed":true,"limit":5,"remaining":3,"resetAt":1700000040200,"retryAfterMs":0},
+				{"allowed":true,"limit":5,"remaining":4,"resetAt":1700000040200,"retryAfterMs":0},
 				{"allowed":false,"limit":100,"remaining":0,"resetAt":1700000100000,"retryAfterMs":60000}]}`},
 		{"peek", "/v1/peek", `{"policy":"gcra","key":"k","now":1700000040000}`,
 			`{"allowed":true,"limit":5,"remaining":4,"resetAt":1700000040100,"retryAfterMs":0}`},
