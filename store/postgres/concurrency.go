@@ -10,13 +10,13 @@ import (
 )
 
 // The PostgreSQL store's sluice.Concurrency: <schema>.leases holds a row per lease (see
-// migrations/0002_concurrency.sql). Admit is one statement, a call of <schema>.admit, which takes
-// the key's transaction-scoped advisory lock, reads the clock (clock_timestamp() when now is 0),
-// deletes the key's expired leases, and renews the holder's lease or counts and inserts it: Admits
-// of one key take turns, across every process sharing the database. Heartbeat is one UPDATE of the
-// holder's row, if its lease has not expired, and Release one DELETE. The sweep
-// (Config.SweepInterval) deletes leases expired more than Config.SweepGrace ago, so the rows of keys
-// nobody admits again go too.
+// migrations/0006_init.sql). Admit is one statement, a call of <schema>.admit (functions.sql),
+// which takes the key's transaction-scoped advisory lock, reads the clock (clock_timestamp() when
+// now is 0), deletes the key's expired leases, and renews the holder's lease or counts and inserts
+// it: Admits of one key take turns, across every process sharing the database. Heartbeat is one
+// UPDATE of the holder's row, if its lease has not expired, and Release one DELETE. The sweep
+// (Config.SweepInterval) deletes leases expired more than Config.SweepGrace ago, so the rows of
+// keys nobody admits again go too.
 
 var _ sluice.Concurrency = (*Store)(nil)
 

@@ -5,11 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -195,55 +193,5 @@ func TestConcurrencyClosed(t *testing.T) {
 	}
 	if err := s.Release(ctx, "jobs", "k", "h"); !errors.Is(err, sluice.ErrClosed) {
 		t.Errorf("Release: %v", err)
-	}
-}
-
-// TestMigratesOldSchema: a schema at migration 1, made by a build before concurrency limits, is
-// brought to the latest and keeps its limits.
-func TestMigratesOldSchema(t *testing.T) {
-	t.Parallel()
-	pool := testPool(t)
-	schema := freshSchema(t, pool)
-	q := pgx.Identifier{schema}.Sanitize()
-	s, err := pgstore.New(pool, pgstore.Config{Schema: schema, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := sluice.MustPolicy("kept", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 3, WindowMs: 60_000}})
-	if _, err := s.Check(context.Background(), t0, p, "k", 1); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	// Back to migration 1, as an older build left it.
-	back := []string{
-		"DROP TABLE " + q + ".leases",
-		"DROP FUNCTION " + q + ".admit",
-		"DROP FUNCTION " + q + ".debit",
-		"DROP FUNCTION " + q + ".debit_state",
-		"DROP FUNCTION " + q + ".debit_state_0003",
-	}
-	for _, f := range []string{"gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"} {
-		back = append(back, "DROP FUNCTION "+q+"."+f, "ALTER FUNCTION "+q+"."+f+"_0001 RENAME TO "+f)
-	}
-	back = append(back, "DELETE FROM "+q+".migrations WHERE version > 1")
-	for _, stmt := range back {
-		if _, err := pool.Exec(context.Background(), stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err = pgstore.New(pool, pgstore.Config{Schema: schema, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	files, _ := filepath.Glob("migrations/*.sql")
-	if n := count(t, pool, "SELECT max(version) FROM "+q+".migrations"); n != len(files) {
-		t.Errorf("schema at migration %d, want %d", n, len(files))
-	}
-	if d, err := s.Check(context.Background(), t0, p, "k", 1); err != nil || d.Remaining != 1 {
-		t.Errorf("Check after migrating: %+v, %v; want 1 remaining", d, err)
-	}
-	if a, err := s.Admit(context.Background(), t0, "jobs", "k", "h", 1, 1000); err != nil || !a.Allowed {
-		t.Errorf("Admit after migrating: %+v, %v", a, err)
 	}
 }

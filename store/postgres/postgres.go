@@ -7,7 +7,7 @@
 // # Decisions
 //
 // Every operation is one statement, one round trip and one transaction: a call of the PL/pgSQL
-// function <schema>.decide (see migrations/0001_init.sql), which computes package algo's float64
+// function <schema>.decide (see functions.sql), which computes package algo's float64
 // operations in float8, in algo's order, so decisions equal the memory store's, the Redis store's
 // and the conformance vectors field for field. The function returns float8s and the store
 // truncates them as Redis truncates a Lua number (a cast to bigint would round).
@@ -19,8 +19,8 @@
 // calls never wait on each other. A key without a row is a fresh key: a check inserts the rows it
 // lacks, fresh, with ON CONFLICT DO NOTHING, and locks them before deciding, so two first checks of
 // one key take turns like any two checks. A check that found some of its rows and lacks others
-// lets go of the ones it locked and inserts first, to keep the one order (migration 0004; a
-// deadlock that rare out-of-order locking may still cause is rolled back whole and run again).
+// lets go of the ones it locked and inserts first, to keep the one order (a deadlock that rare
+// out-of-order locking may still cause is rolled back whole and run again).
 // Peek and Forecast read a snapshot and lock nothing.
 //
 // decide takes any number of independent all-or-nothing groups (CheckMany sends one per key), so a
@@ -36,10 +36,13 @@
 // # Schema and migrations
 //
 // Everything lives in one schema (Config.Schema, "sluice" by default), kept by package pgmigrate.
-// New applies the embedded, versioned migrations the schema lacks (migrations/NNNN_name.sql),
-// recorded in <schema>.migrations, in one transaction under a transaction-scoped advisory lock, so
-// processes starting at once take turns and the first does the work. A database whose schema is
-// newer than this build is an error matching sluice.ErrSchemaNewer.
+// New applies the embedded, versioned migrations the schema lacks (migrations/NNNN_name.sql: the
+// tables, indexes and types), recorded in <schema>.migrations, then the functions (functions.sql,
+// every function, each written once) with CREATE OR REPLACE if the file differs from the one
+// recorded in <schema>.functions or a migration was applied: all in one transaction under a
+// transaction-scoped advisory lock, so processes starting at once take turns and the first does
+// the work. A database whose schema is newer than this build is an error matching
+// sluice.ErrSchemaNewer.
 //
 // <schema>.limits holds a row per limit of a policy and key: (policy, key, i) is the primary key,
 // state a float8[] in the strategy's layout, idle_at the epoch ms after which the row decides like
