@@ -105,21 +105,16 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// vectorFile is a parsed vector file with the path it came from, for messages.
-type vectorFile struct {
-	path string
-	file *conformance.File
-}
-
 func runConformance(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: sluice conformance --vectors FILE [--vectors FILE ...] [--store URL] [FILE ...]\n\n")
+		fmt.Fprint(stderr, "usage: sluice conformance [--store URL] [--vectors FILE ...] [FILE ...]\n\n"+
+			"Replays vector files against a store. Without files, it replays the vectors built into sluice.\n\n")
 		fs.PrintDefaults()
 	}
 	var paths fileList
-	fs.Var(&paths, "vectors", "vector `FILE` to replay; repeatable, and files may also follow the flags")
+	fs.Var(&paths, "vectors", "vector `FILE` to replay; repeatable, and files may also follow the flags (none: the built-in vectors)")
 	storeURL := fs.String("store", "memory", "store `URL` to check against: "+supportedStores)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -129,20 +124,22 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	paths = append(paths, rest...)
-	if len(paths) == 0 {
-		fmt.Fprintln(stderr, "sluice conformance: no vector files; pass --vectors FILE")
-		return 2
-	}
 
 	// Parse every file before touching the store, so a bad file costs nothing.
-	files := make([]vectorFile, 0, len(paths))
+	var files []conformance.Named
+	if len(paths) == 0 {
+		if files, err = conformance.Builtin(); err != nil {
+			fmt.Fprintf(stderr, "sluice conformance: %v\n", err)
+			return 2
+		}
+	}
 	for _, path := range paths {
 		f, err := conformance.ReadFile(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice conformance: %v\n", err)
 			return 2
 		}
-		files = append(files, vectorFile{path: path, file: f})
+		files = append(files, conformance.Named{Name: path, File: f})
 	}
 
 	store, closer, err := openStore(*storeURL)
@@ -158,13 +155,13 @@ func runConformance(args []string, stdout, stderr io.Writer) int {
 	var passed, failed int
 	for i, vf := range files {
 		ns := fmt.Sprintf("conformance:%s:%d:", runID, i)
-		res, err := conformance.Run(context.Background(), store, vf.file, ns)
+		res, err := conformance.Run(context.Background(), store, vf.File, ns)
 		if err != nil {
-			fmt.Fprintf(stderr, "sluice conformance: %s: %v\n", vf.path, err)
+			fmt.Fprintf(stderr, "sluice conformance: %s: %v\n", vf.Name, err)
 			return 2
 		}
 		for _, f := range res.Failures {
-			fmt.Fprintf(stdout, "%s: %s\n", vf.path, f)
+			fmt.Fprintf(stdout, "%s: %s\n", vf.Name, f)
 		}
 		passed += res.Passed
 		failed += res.Failed
