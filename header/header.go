@@ -70,8 +70,10 @@ func Format(items ...Item) (policy, ratelimit string) {
 // A composite policy lists one item per limit, named policy#name (policy#index for a limit without
 // a printable ASCII name), in the policy's order, each with that limit's part of d (d.Parts).
 //
-// q is the limit's ceiling and w its Window. r is the decision's remaining and t the time until its
-// resetAt. A decision that carries no numbers, such as a fail-open answer given while the store
+// q is the limit's ceiling and w its Window: what it admits at once from full, and the time it
+// takes to give that back, so that q per w is the rate it sustains. For GCRA, q is the burst (not
+// the limit parameter) and w the time to refill it. r is the decision's remaining and t the time
+// until its resetAt. A decision that carries no numbers, such as a fail-open answer given while the store
 // was unavailable (Limit 0), or a composite's without its parts, gives no RateLimit value: nothing
 // is known of what remains.
 func Fields(p *sluice.Policy, d sluice.Decision, now time.Time) (policy, ratelimit string) {
