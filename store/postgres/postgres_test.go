@@ -111,7 +111,9 @@ func lockRow(t *testing.T, pool *pgxpool.Pool, q, key string) (unlock func()) {
 
 func TestConformanceVectors(t *testing.T) {
 	t.Parallel()
-	s, _, _ := newStore(t, pgstore.Config{})
+	// No sweep: the vectors replay instants years apart, and a sweep judging by the clock would
+	// delete a case's rows between its steps (see Config.SweepInterval).
+	s, _, _ := newStore(t, pgstore.Config{SweepInterval: -1})
 	storetest.Vectors(t, s)
 }
 
