@@ -447,9 +447,7 @@ func TestScenarioCheckAllSeesEarlierItems(t *testing.T) {
 			items:     []sluice.Item{{Policy: "p", Key: "k", Cost: 3}, {Policy: "q", Key: "k", Cost: 1}, {Policy: "p", Key: "k", Cost: 3}},
 			allowed:   false,
 			deniedBy:  2,
-			// Nothing was spent: the items that allowed report what they have; the third, decided
-			// after the first, what the first would have left.
-			remaining: []int64{5, 5, 2},
+			remaining: []int64{5, 5, 2}, // nothing spent: the third reads what the first would leave
 			after:     []keyRemaining{{"p", "k", 5}, {"q", "k", 5}},
 		},
 		{
