@@ -471,7 +471,8 @@ type Decision struct {
 	// single-limit policy has denied_by 0 and no parts.
 	DeniedBy int32 `protobuf:"varint,6,opt,name=denied_by,json=deniedBy,proto3" json:"denied_by,omitempty"`
 	// One decision per limit of a composite policy, or one per item of CheckAll, each as that part
-	// alone would decide. Empty for a single-limit policy.
+	// alone would decide; when the whole was denied nothing was consumed, and a part that would have
+	// allowed reports the remaining it has. Empty for a single-limit policy.
 	Parts []*Decision `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
 	// The store could not answer in time and the policy's fail mode allowed the check: no limit was
 	// consulted, so allowed is true and the numbers are zero. Never set on a real decision.
