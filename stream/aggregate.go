@@ -19,7 +19,7 @@ type Aggregator struct {
 	q     Query
 	st    Stats // Offset is the caller's business; Open is len(open)
 	open  map[slot]*Window
-	dirty map[slot]bool // open windows changed since restore, for stores that persist them
+	dirty map[slot]bool // open windows changed since Restore, for backends that store them
 }
 
 type slot struct {
@@ -83,11 +83,20 @@ func (a *Aggregator) raise(h int64) {
 	}
 }
 
-// horizonAt is the horizon Close(now) would reach with no more events.
-func (a *Aggregator) horizonAt(now int64) int64 {
-	h := a.st.Horizon
-	if a.q.IdleFlushMs > 0 && now-a.q.IdleFlushMs > h {
-		h = now - a.q.IdleFlushMs
+// HorizonAfter is the horizon Close(now) would reach after Adding events, and a is left as it
+// is. While those events fold, only windows ending at or below it may close, and the others
+// change only if an event lands in them: a backend that stores open windows loads just those
+// before it Restores.
+func (a *Aggregator) HorizonAfter(events []Event, now int64) int64 {
+	h, maxAt := a.st.Horizon, a.st.MaxAt
+	for _, e := range events {
+		if e.At > maxAt {
+			maxAt = e.At
+			h = max(h, e.At-a.q.GraceMs)
+		}
+	}
+	if a.q.IdleFlushMs > 0 {
+		h = max(h, now-a.q.IdleFlushMs)
 	}
 	return h
 }
@@ -95,7 +104,7 @@ func (a *Aggregator) horizonAt(now int64) int64 {
 // Close applies idle flushing at now (epoch ms) and removes and returns every window that is
 // closed, ordered by End, then Key. A now behind an earlier one changes nothing.
 func (a *Aggregator) Close(now int64) []Window {
-	a.st.Horizon = a.horizonAt(now)
+	a.st.Horizon = a.HorizonAfter(nil, now)
 	var out []Window
 	for s, w := range a.open {
 		if w.End <= a.st.Horizon {
@@ -117,10 +126,12 @@ func (a *Aggregator) Stats() Stats {
 	return st
 }
 
-// restore replaces the state with a stored one; open may be a subset of the stored open windows
-// (those an engine expects to touch).
-func (a *Aggregator) restore(st Stats, open []Window) {
-	a.st = st
+// Restore replaces a's state with a stored one, for a backend that keeps it between calls: the
+// horizon, watermark and late counts of st (its Offset, Events and Open are the backend's), and
+// open windows. open may be a subset of the stored ones, those that the next events or Close may
+// touch (see HorizonAfter); the rest stay stored as they are.
+func (a *Aggregator) Restore(st Stats, open []Window) {
+	a.st = Stats{Horizon: st.Horizon, MaxAt: st.MaxAt, Late: st.Late, LateSum: st.LateSum}
 	a.open = make(map[slot]*Window, len(open))
 	a.dirty = map[slot]bool{}
 	for _, w := range open {
@@ -129,8 +140,9 @@ func (a *Aggregator) restore(st Stats, open []Window) {
 	}
 }
 
-// changed returns the open windows changed since restore.
-func (a *Aggregator) changed() []Window {
+// Changed returns the open windows that Add changed since NewAggregator or Restore, in no
+// order: what a backend that stores open windows writes back. Those Close returned are not in it.
+func (a *Aggregator) Changed() []Window {
 	out := make([]Window, 0, len(a.dirty))
 	for s := range a.dirty {
 		out = append(out, *a.open[s])

@@ -1,8 +1,10 @@
 package stream
 
 import (
+	"cmp"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -123,15 +125,89 @@ func TestWindowStartNegative(t *testing.T) {
 	}
 }
 
-func TestGate(t *testing.T) {
+func TestDecide(t *testing.T) {
 	w := Window{Key: "k", Start: 0, End: 10, Count: 6}
-	if d, ok := gate(w, 5); !ok || d.OverBy != 1 || d.Count != 6 || d.Quota != 5 || d.WindowEnd != 10 {
+	q := func(quota int64) Query { return Query{Name: "q", Stream: "s", WindowMs: 10, Quota: quota} }
+	if d, ok := q(5).Decide(w); !ok || d.OverBy != 1 || d.Count != 6 || d.Quota != 5 || d.WindowEnd != 10 {
 		t.Fatalf("gate over quota: %+v %v", d, ok)
 	}
-	if _, ok := gate(w, 6); ok {
+	if _, ok := q(6).Decide(w); ok {
 		t.Fatal("a window at quota is not throttled")
 	}
-	if _, ok := gate(w, 0); ok {
+	if _, ok := q(0).Decide(w); ok {
 		t.Fatal("quota 0 gates nothing")
+	}
+}
+
+// TestRestore folds one batch on an aggregator restored from stored state holding only the open
+// windows HorizonAfter says the batch may touch, as a backend storing windows does, and checks
+// that it closes and changes what one aggregator folding everything in memory does.
+func TestRestore(t *testing.T) {
+	q := Query{Name: "q", Stream: "s", WindowMs: 1000, GraceMs: 200, IdleFlushMs: 5000}
+	ev := func(key string, at int64) Event { return Event{Key: key, At: t0 + at} }
+	// e's second window is stored and open, and the batch neither closes it nor lands in it.
+	first := []Event{ev("a", 100), ev("b", 300), ev("c", 900), ev("a", 1100), ev("e", 2050)}
+	batch := []Event{ev("a", 1500), ev("b", 2300), ev("a", 1800), ev("c", 100)}
+	const now = t0 + 2000
+
+	whole, _ := NewAggregator(q)
+	for _, e := range slices.Concat(first, batch) {
+		whole.Add(e)
+	}
+	wantClosed := whole.Close(now)
+
+	// The stored state after the first events: its stats and all its open windows.
+	stored, _ := NewAggregator(q)
+	for _, e := range first {
+		stored.Add(e)
+	}
+	st := stored.Stats()
+	open := stored.Changed()
+	if len(open) != 5 {
+		t.Fatalf("stored open windows %+v", open)
+	}
+
+	a, _ := NewAggregator(q)
+	a.Restore(st, nil)
+	before := a.Stats()
+	bound := a.HorizonAfter(batch, now)
+	if want := t0 + 2300 - q.GraceMs; bound != want {
+		t.Fatalf("HorizonAfter = %d, want %d", bound-t0, want-t0)
+	}
+	if a.Stats() != before {
+		t.Fatalf("HorizonAfter changed the state: %+v, was %+v", a.Stats(), before)
+	}
+	keys := map[string]bool{}
+	for _, e := range batch {
+		keys[e.Key] = true
+	}
+	var load []Window
+	for _, w := range open {
+		if w.End <= bound || (keys[w.Key] && w.End > st.Horizon) {
+			w.Query, w.Stream = "", "" // a store need not keep them: Restore sets them
+			load = append(load, w)
+		}
+	}
+	if len(load) != 4 {
+		t.Fatalf("loaded %+v, want all but e's", load)
+	}
+	a.Restore(st, load)
+	if len(a.Changed()) != 0 {
+		t.Fatalf("changed right after Restore: %+v", a.Changed())
+	}
+	for _, e := range batch {
+		a.Add(e)
+	}
+	if got := a.Close(now); !reflect.DeepEqual(got, wantClosed) {
+		t.Fatalf("closed\n got %+v\nwant %+v", got, wantClosed)
+	}
+	if got, want := a.Stats(), whole.Stats(); got.Horizon != want.Horizon || got.MaxAt != want.MaxAt || got.Late != want.Late || got.LateSum != want.LateSum {
+		t.Fatalf("stats %+v, want %+v", got, want)
+	}
+	changed := a.Changed()
+	slices.SortFunc(changed, func(x, y Window) int { return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Start, y.Start)) })
+	want := []Window{{Query: "q", Stream: "s", Key: "b", Start: t0 + 2000, End: t0 + 3000, Count: 1, Sum: 1}}
+	if !reflect.DeepEqual(changed, want) {
+		t.Fatalf("changed %+v, want %+v", changed, want)
 	}
 }

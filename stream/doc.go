@@ -16,10 +16,18 @@
 // Stats.LateSum, not in any window. The counting itself is the pure Aggregator, which takes the
 // clock as an argument.
 //
+// # Backends
+//
+// A Backend stores the log, the queries' state and the outputs. MemoryEngine, here, keeps them
+// in one process's memory, with no durability, for development and tests. pgstream.Engine
+// (package stream/pgstream, apart so that programs without it do not link a PostgreSQL driver)
+// keeps them in PostgreSQL and gives the guarantees below. Both fold events with the Aggregator
+// and check input with the same functions, so they accept, refuse and count alike.
+//
 // # Guarantees
 //
-// Engine keeps everything in PostgreSQL, in its own schema (Config.Schema, "sluice_stream" by
-// default, created and migrated by New under an advisory lock). Process is one transaction: it
+// pgstream.Engine keeps everything in PostgreSQL, in its own schema ("sluice_stream" by default,
+// created and migrated when it opens, under an advisory lock). Process is one transaction: it
 // reads a batch after the query's stored offset, folds it into the window rows, writes the closed
 // windows and decisions and advances the offset, and commits all of it or none. So a processor
 // killed at any instant neither loses nor double counts an event, no window is emitted twice
@@ -37,8 +45,6 @@
 // next Process starts it over from the beginning of the log. The new run emits its windows again,
 // but no second Decision for a (query, key, window start) already decided: the first stands.
 //
-// MemoryEngine implements the same Backend in memory, with no durability, for development.
-//
 // # Consumer groups
 //
 // Readers that share the work of following a stream's Windows or Decisions form a group (a
@@ -47,9 +53,9 @@
 // a committed offset per partition and at most one lease on it. Pull leases a partition with
 // items after its committed offset to one consumer and returns a batch of them in offset order;
 // Ack commits through an offset of the batch and releases the lease. A lease that expires
-// (LeaseMs, by the database clock for Engine and MemoryConfig.Now for MemoryEngine) hands the
-// batch to the next puller and makes the late Ack ErrLeaseLost, which commits nothing. So
-// delivery is at least once, in order per key while consumers finish within their lease: a
+// (LeaseMs, by the database clock for pgstream.Engine and MemoryConfig.Now for MemoryEngine)
+// hands the batch to the next puller and makes the late Ack ErrLeaseLost, which commits nothing.
+// So delivery is at least once, in order per key while consumers finish within their lease: a
 // consumer must apply a batch before acking it, and apply idempotently.
 //
 // # Errors
@@ -58,5 +64,5 @@
 // database failure matches sluice.ErrUnavailable, and a Process that failed with it may or may
 // not have committed (running it again is safe). A call after Close is sluice.ErrClosed.
 //
-// Engine and MemoryEngine are safe for concurrent use; an Aggregator is not.
+// Both engines are safe for concurrent use; an Aggregator is not.
 package stream

@@ -22,8 +22,9 @@ const (
 // Partition is the partition of key's outputs, in [0, Partitions): FNV-1a 32 of the key's bytes,
 // xor-folded to 4 bits. Folding matters: FNV-1a mod 16 depends only on the low 4 bits of each
 // byte, so keys that differ in case or in a digit against a letter ("key-1", "key-a", "key-A",
-// "key-q") would all land in one partition. Migration 0002 computes the same function in SQL to
-// backfill outputs emitted before it; the two must not drift apart.
+// "key-q") would all land in one partition. pgstream's migration 0002 computes the same function
+// in SQL to backfill outputs emitted before it; the two must not drift apart (a test of pgstream
+// checks them against each other).
 func Partition(key string) int {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
@@ -90,8 +91,9 @@ func checkKind(k Kind) error {
 	return nil
 }
 
-// normalize validates r and fills its defaults.
-func (r PullRequest) normalize() (PullRequest, error) {
+// Normalize validates r, naming the first invalid field in a *sluice.InvalidError, and returns it
+// with its defaults filled in. Every Backend's Pull starts with it.
+func (r PullRequest) Normalize() (PullRequest, error) {
 	for _, f := range []struct{ name, v string }{{"group", r.Group}, {"stream", r.Stream}, {"consumer", r.Consumer}} {
 		if err := checkName(f.name, f.v); err != nil {
 			return r, err
@@ -115,8 +117,9 @@ func (r PullRequest) normalize() (PullRequest, error) {
 	return r, nil
 }
 
-// validate reports the first invalid field of r.
-func (r AckRequest) validate() error {
+// Validate reports the first invalid field of r as a *sluice.InvalidError. Every Backend's Ack
+// starts with it; whether Offset is within the batch only the lease tells (CheckBatch).
+func (r AckRequest) Validate() error {
 	for _, f := range []struct{ name, v string }{{"group", r.Group}, {"stream", r.Stream}, {"lease", r.Lease}} {
 		if err := checkName(f.name, f.v); err != nil {
 			return err
@@ -131,16 +134,18 @@ func (r AckRequest) validate() error {
 	return nil
 }
 
-// checkAckOffset refuses an Ack past the leased batch, which ends at upto: committing offsets the
-// consumer was never given would skip them.
-func checkAckOffset(offset, upto int64) error {
-	if offset > upto {
-		return invalid("offset", "%d is past the leased batch, which ends at offset %d", offset, upto)
+// CheckBatch refuses an Ack past the leased batch, which ends at offset upto: committing offsets
+// the consumer was never given would skip them.
+func (r AckRequest) CheckBatch(upto int64) error {
+	if r.Offset > upto {
+		return invalid("offset", "%d is past the leased batch, which ends at offset %d", r.Offset, upto)
 	}
 	return nil
 }
 
-func leaseLost(r AckRequest) error {
+// LeaseLost is the ErrLeaseLost of an Ack whose lease the group does not hold live, naming it, so
+// that every Backend words it alike.
+func (r AckRequest) LeaseLost() error {
 	return fmt.Errorf("%w: group %q holds no live lease %q on the %s of stream %q", ErrLeaseLost, r.Group, r.Lease, r.Kind, r.Stream)
 }
 

@@ -48,7 +48,7 @@ func (m *MemoryEngine) pending(k partKey, after int64) []int {
 // Pull implements Backend. Of the partitions free to lease, it takes the one whose next item is
 // oldest, so that no partition waits behind the others for long.
 func (m *MemoryEngine) Pull(ctx context.Context, r PullRequest) (Batch, error) {
-	r, err := r.normalize()
+	r, err := r.Normalize()
 	if err != nil {
 		return Batch{}, err
 	}
@@ -97,7 +97,7 @@ func (m *MemoryEngine) Pull(ctx context.Context, r PullRequest) (Batch, error) {
 
 // Ack implements Backend.
 func (m *MemoryEngine) Ack(ctx context.Context, r AckRequest) error {
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return err
 	}
 	if err := m.lock(); err != nil {
@@ -114,12 +114,12 @@ func (m *MemoryEngine) Ack(ctx context.Context, r AckRequest) error {
 			if now >= st.expires {
 				break
 			}
-			if err := checkAckOffset(r.Offset, st.upto); err != nil {
+			if err := r.CheckBatch(st.upto); err != nil {
 				return err
 			}
 			*st = memPart{committed: max(st.committed, r.Offset)}
 			return nil
 		}
 	}
-	return leaseLost(r)
+	return r.LeaseLost()
 }

@@ -9,9 +9,9 @@ import (
 )
 
 // MemoryEngine is the Backend in one process's memory, for development and tests: the same
-// model, offsets and outputs as Engine, and nothing survives the process. It is safe for
-// concurrent use; every call holds one mutex, so each Process is atomic like Engine's
-// transaction. The zero value is not usable; call NewMemory.
+// model, offsets and outputs as pgstream.Engine, and nothing survives the process. It is safe
+// for concurrent use; every call holds one mutex, so each Process is atomic like a transaction
+// of pgstream.Engine. The zero value is not usable; call NewMemory.
 type MemoryEngine struct {
 	clock func() int64 // for Events with At 0 and lease expiry; set once by NewMemoryWith
 
@@ -88,13 +88,9 @@ func (m *MemoryEngine) lock() error {
 
 // Append implements Backend.
 func (m *MemoryEngine) Append(ctx context.Context, events []Event) error {
-	now := m.clock()
-	norm := make([]Event, len(events))
-	for i, e := range events {
-		var err error
-		if norm[i], err = normalize(e, i, now); err != nil {
-			return err
-		}
+	norm, err := NormalizeEvents(events, m.clock())
+	if err != nil {
+		return err
 	}
 	if err := m.lock(); err != nil {
 		return err
@@ -180,7 +176,7 @@ func (m *MemoryEngine) Process(ctx context.Context, q Query, now int64, max int)
 		m.parts[wk] = append(m.parts[wk], len(m.windows[q.Stream]))
 		m.windows[q.Stream] = append(m.windows[q.Stream], w)
 		// A window decided before a Reset keeps its first decision: publish no second one.
-		if d, ok := gate(w, q.Quota); ok && !m.decIDs[decisionID{d.Query, d.Key, d.WindowStart}] {
+		if d, ok := q.Decide(w); ok && !m.decIDs[decisionID{d.Query, d.Key, d.WindowStart}] {
 			m.decIDs[decisionID{d.Query, d.Key, d.WindowStart}] = true
 			d.Offset = m.seq
 			dk := partKey{q.Stream, KindDecisions, p}
@@ -204,10 +200,10 @@ func searchOffset(log []logged, after int64) (int, bool) {
 	return lo, lo < len(log)
 }
 
-// batchSize is Process's max with its default.
+// batchSize is Process's max, or Windows' and Decisions' limit, with its default.
 func batchSize(max int) int {
 	if max <= 0 {
-		return 1000
+		return DefaultBatch
 	}
 	return max
 }

@@ -88,7 +88,8 @@ type Stats struct {
 // it over with the new one.
 var ErrQueryChanged = errors.New("stream: query definition changed")
 
-// Backend is what the Engine (PostgreSQL) and the MemoryEngine both do.
+// Backend is what every engine of stream mode does: MemoryEngine here, pgstream.Engine on
+// PostgreSQL. Each must pass the contract in internal/streamtest.
 type Backend interface {
 	// Append stores events at the end of their streams, all or none.
 	Append(ctx context.Context, events []Event) error
@@ -115,6 +116,9 @@ type Backend interface {
 	Ack(ctx context.Context, r AckRequest) error
 	Close() error
 }
+
+// DefaultBatch is Process's max, and the limit of Windows and Decisions, when it is 0 or less.
+const DefaultBatch = 1000
 
 const maxName = 200
 
@@ -154,6 +158,21 @@ func (q Query) Validate() error {
 		return invalid("windowMs", "durations must be under 2^61 ms")
 	}
 	return nil
+}
+
+// NormalizeEvents validates the events of one Append and returns a copy with the defaults filled
+// in: Cost 0 is 1, At 0 is now (epoch ms). The first invalid event is a *sluice.InvalidError
+// naming its field as events[i].field. Every Backend's Append starts with it, so that an event is
+// accepted or refused alike by all of them.
+func NormalizeEvents(events []Event, now int64) ([]Event, error) {
+	out := make([]Event, len(events))
+	for i, e := range events {
+		var err error
+		if out[i], err = normalize(e, i, now); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // normalize validates e (index i of an Append) and fills its defaults.
@@ -201,11 +220,12 @@ func checkText(field, s string) error {
 	return nil
 }
 
-// gate turns a closed window into a throttle decision when it went over quota.
-func gate(w Window, quota int64) (Decision, bool) {
-	if quota <= 0 || w.Count <= quota {
+// Decide is the gate: the Decision on a closed window of q, and true, when its Count is over
+// q.Quota; with Quota 0 nothing is decided.
+func (q Query) Decide(w Window) (Decision, bool) {
+	if q.Quota <= 0 || w.Count <= q.Quota {
 		return Decision{}, false
 	}
 	return Decision{Query: w.Query, Stream: w.Stream, Key: w.Key, WindowStart: w.Start, WindowEnd: w.End,
-		Count: w.Count, Quota: quota, OverBy: w.Count - quota}, true
+		Count: w.Count, Quota: q.Quota, OverBy: w.Count - q.Quota}, true
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/stream"
+	"github.com/sluicehq/sluice/stream/pgstream"
 )
 
 // serveFlags are sluice serve's command line; the ones naming a config field override the file.
@@ -465,7 +466,7 @@ func openStreams(cfg *config.Streams, reset []string, log *slog.Logger) (stream.
 	if cfg.Store == config.DefaultStore {
 		b = stream.NewMemory()
 	} else {
-		e, err := stream.OpenPostgres(ctx, cfg.Store)
+		e, err := pgstream.Open(ctx, cfg.Store)
 		if err != nil {
 			return nil, fmt.Errorf("streams.store %s: %w", config.RedactURL(cfg.Store), redactedError{err, cfg.Store})
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/stream"
+	"github.com/sluicehq/sluice/stream/pgstream"
 )
 
 // TestStreamMetricsCountEachStream interleaves two streams on one store, so that offsets (one
@@ -26,7 +27,7 @@ func TestStreamMetricsCountEachStream(t *testing.T) {
 		{"memory", func(t *testing.T) stream.Backend { return stream.NewMemory() }},
 		{"postgres", func(t *testing.T) stream.Backend {
 			t.Helper()
-			e, err := stream.OpenPostgres(context.Background(), postgresURL(t))
+			e, err := pgstream.Open(context.Background(), postgresURL(t))
 			if err != nil {
 				t.Fatal(err)
 			}

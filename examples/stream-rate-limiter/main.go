@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/stream"
+	"github.com/sluicehq/sluice/stream/pgstream"
 )
 
 func main() {
@@ -156,7 +157,7 @@ func simulateLocal(ctx context.Context, out io.Writer, window time.Duration, quo
 // creates: schema, or fallback when that is empty (a sluice_schema option of url counts as
 // schema). drop drops the schema and closes the pool; it uses a context of its own, as ctx may be
 // cancelled by then. A schema that exists already is refused: it may be a server's.
-func openOwnSchema(ctx context.Context, out io.Writer, url, schema, fallback string) (e *stream.Engine, drop func(), err error) {
+func openOwnSchema(ctx context.Context, out io.Writer, url, schema, fallback string) (e *pgstream.Engine, drop func(), err error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, nil, err
@@ -194,7 +195,7 @@ func openOwnSchema(ctx context.Context, out io.Writer, url, schema, fallback str
 		pool.Close()
 	}
 	// New migrates, creating the schema; a failure may have left part of it.
-	if e, err = stream.New(pool, stream.Config{Schema: schema}); err != nil {
+	if e, err = pgstream.New(pool, pgstream.Config{Schema: schema}); err != nil {
 		drop()
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package stream
+package pgstream
 
 import (
 	"bufio"
@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/streamtest"
+	"github.com/sluicehq/sluice/stream"
 )
 
 const crashChildEnv = "SLUICE_STREAM_CRASH_CHILD" // the schema the child processes in
 
-var crashQuery = Query{Name: "crash", Stream: "s", WindowMs: 100, IdleFlushMs: 1000, Quota: 20}
+var crashQuery = stream.Query{Name: "crash", Stream: "s", WindowMs: 100, IdleFlushMs: 1000, Quota: 20}
 
 // TestCrashChild is the processor the crash test runs in a child process and SIGKILLs: it
 // processes forever, printing a line after every commit. Run directly, it does nothing.
@@ -63,12 +65,12 @@ func TestCrashExactlyOnce(t *testing.T) {
 	go func() {
 		defer close(appended)
 		seq := 0
-		var prev []Event
+		var prev []stream.Event
 		for b := range batches {
-			var evs []Event
+			var evs []stream.Event
 			for range perBatch {
 				cost := int64(1 + seq%3)
-				evs = append(evs, Event{Stream: "s", Key: fmt.Sprint("k", seq%17), Cost: cost, At: t0 + int64(seq), ID: fmt.Sprint(seq)})
+				evs = append(evs, stream.Event{Stream: "s", Key: fmt.Sprint("k", seq%17), Cost: cost, At: t0 + int64(seq), ID: fmt.Sprint(seq)})
 				wantCount++
 				wantSum += cost
 				seq++
@@ -111,7 +113,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 	}
 
 	// Recovery: a final pass, with a clock far ahead so idle flush closes every window.
-	mustProcessAll(t, e, crashQuery, t0+1e9, 10_000)
+	streamtest.ProcessAll(t, e, crashQuery, t0+1e9, 10_000)
 	var gotCount, gotSum int64
 	seen := map[[2]any]bool{}
 	for after := int64(0); ; {

@@ -1,8 +1,11 @@
-package stream
+package pgstream
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // migrateSchemaTo builds schema as an earlier build left it: its migrations up to upto.
@@ -93,6 +97,89 @@ func TestMigrationBackfillsQueryEvents(t *testing.T) {
 		st, err := e.Stats(ctx, tc.query)
 		if err != nil || st.Events != tc.events {
 			t.Errorf("%s: Stats %+v, %v; want Events %d", tc.query, st, err, tc.events)
+		}
+	}
+}
+
+// TestMigrationBackfillsPartitions upgrades a schema holding outputs of the first release: the
+// SQL backfill computes Partition exactly, and groups see the old outputs.
+func TestMigrationBackfillsPartitions(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool, "stream_test")
+	ctx := context.Background()
+	if err := migrateSchemaTo(ctx, pool, schema, 1); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []rune("aAqQ019-_.:/ éжß中🔑\u007f")
+	keys := []string{"k", "key-1", "key-A", strings.Repeat("long", 200), "🔑"}
+	for len(keys) < 2000 {
+		n := 1 + rng.IntN(40)
+		var sb strings.Builder
+		for range n {
+			sb.WriteRune(alphabet[rng.IntN(len(alphabet))])
+		}
+		keys = append(keys, sb.String())
+	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "INSERT INTO "+q+".windows (run, stream, query, key, start, \"end\", count, sum)"+
+		" SELECT 1, 's', 'q', k, 0, 1000, 5, 5 FROM unnest($1::text[]) k", keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+q+".decisions (run, stream, query, key, window_start, window_end, count, quota, over_by)"+
+		" SELECT 1, 's', 'q', k, 0, 1000, 5, 1, 4 FROM unnest($1::text[]) k", keys); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(pool, Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, table := range []string{"windows", "decisions"} {
+		rows, err := pool.Query(ctx, "SELECT key, part FROM "+q+"."+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var key string
+		var part int16
+		n := 0
+		for rows.Next() {
+			if err := rows.Scan(&key, &part); err != nil {
+				t.Fatal(err)
+			}
+			if int(part) != stream.Partition(key) {
+				t.Errorf("%s: key %q backfilled into partition %d, Partition says %d", table, key, part, stream.Partition(key))
+			}
+			n++
+		}
+		if rows.Err() != nil || n != len(keys) {
+			t.Fatalf("%s: %d rows, %v", table, n, rows.Err())
+		}
+	}
+	for _, kind := range []stream.Kind{stream.KindWindows, stream.KindDecisions} {
+		n := 0
+		for {
+			batch, err := e.Pull(ctx, stream.PullRequest{Group: "g", Stream: "s", Kind: kind, Consumer: "c", Limit: stream.MaxPullLimit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if batch.Lease == "" {
+				break
+			}
+			last := int64(0)
+			for _, w := range batch.Windows {
+				n, last = n+1, w.Offset
+			}
+			for _, d := range batch.Decisions {
+				n, last = n+1, d.Offset
+			}
+			if err := e.Ack(ctx, stream.AckRequest{Group: "g", Stream: "s", Kind: kind, Lease: batch.Lease, Offset: last}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n != len(keys) {
+			t.Errorf("%s: the group saw %d of the %d outputs emitted before the upgrade", kind, n, len(keys))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package stream
+package pgstream
 
 import (
 	"testing"
@@ -6,9 +6,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice/internal/pgtest"
+	"github.com/sluicehq/sluice/internal/streamtest"
 )
 
-// pgEngine is an Engine in a scratch schema.
+const t0 = streamtest.T0
+
+// pgEngine is an Engine in a scratch schema. Without PostgreSQL the test is skipped, or fails
+// under CI=true (pgtest.Pool).
 func pgEngine(t testing.TB) (*Engine, *pgxpool.Pool, string) {
 	t.Helper()
 	pool := pgtest.Pool(t)

@@ -1,4 +1,4 @@
-package stream
+package pgstream
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/stream"
 )
 
 // BenchmarkAppendProcess is end-to-end throughput on PostgreSQL: one goroutine appends b.N
@@ -15,9 +17,9 @@ import (
 func BenchmarkAppendProcess(b *testing.B) {
 	e, _, _ := pgEngine(b)
 	ctx := context.Background()
-	q := Query{Name: "bench", Stream: "s", WindowMs: 1000, Quota: 100}
+	q := stream.Query{Name: "bench", Stream: "s", WindowMs: 1000, Quota: 100}
 	const batch = 1000
-	evs := make([]Event, batch)
+	evs := make([]stream.Event, batch)
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -25,7 +27,7 @@ func BenchmarkAppendProcess(b *testing.B) {
 		for i := 0; i < b.N; i += batch {
 			for j := range evs {
 				n := i + j
-				evs[j] = Event{Stream: "s", Key: fmt.Sprint("k", n%1000), At: t0 + int64(n/50)}
+				evs[j] = stream.Event{Stream: "s", Key: fmt.Sprint("k", n%1000), At: t0 + int64(n/50)}
 			}
 			if err := e.Append(ctx, evs[:min(batch, b.N-i)]); err != nil {
 				b.Error(err)
@@ -57,16 +59,16 @@ func BenchmarkDecisionDelay(b *testing.B) {
 	e, _, _ := pgEngine(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	q := Query{Name: "delay", Stream: "s", WindowMs: 250, IdleFlushMs: 100, Quota: 2}
+	q := stream.Query{Name: "delay", Stream: "s", WindowMs: 250, IdleFlushMs: 100, Quota: 2}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { // traffic: every key, 3 requests per 50 ms
 		for ctx.Err() == nil {
-			evs := make([]Event, 0, 600)
+			evs := make([]stream.Event, 0, 600)
 			for k := range 200 {
 				for range 3 {
-					evs = append(evs, Event{Stream: "s", Key: fmt.Sprint("k", k)})
+					evs = append(evs, stream.Event{Stream: "s", Key: fmt.Sprint("k", k)})
 				}
 			}
 			if err := e.Append(ctx, evs); err != nil && ctx.Err() == nil {

@@ -1,4 +1,15 @@
-package stream
+// Package pgstream is stream mode's engine on PostgreSQL: a stream.Backend whose log, query state
+// and outputs are rows of its own schema, so that processing survives crashes and restarts and
+// many processes can share the work. The model, the guarantees and the errors are package
+// stream's; this package is apart so that programs using only stream's types, or its memory
+// engine, do not link a PostgreSQL driver.
+//
+// Process is one transaction: lock the query's row, read a batch of the log after its offset,
+// load the open windows the batch may touch, fold with stream.Aggregator, then write the changed
+// windows, the closed ones, their decisions and the new offset, and commit. Consumer groups keep
+// a row per partition holding the committed offset and the lease, and lease expiry is on the
+// database clock, so every process and host agrees on it.
+package pgstream
 
 import (
 	"context"
@@ -12,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/stream"
 )
 
 // Config configures an Engine. The zero value is ready to use.
@@ -24,7 +36,7 @@ type Config struct {
 // one database: processors of one query take turns on its row lock.
 type Engine struct {
 	pool   *pgxpool.Pool
-	owns   bool // Close closes the pool: it came from OpenPostgres
+	owns   bool // Close closes the pool: it came from Open
 	schema string
 	q      string // schema, quoted
 	closed atomic.Bool
@@ -33,11 +45,11 @@ type Engine struct {
 	skew atomic.Int64
 }
 
-var _ Backend = (*Engine)(nil)
+var _ stream.Backend = (*Engine)(nil)
 
-// OpenPostgres connects to the database url names (any option pgx accepts; the option
+// Open connects to the database url names (any option pgx accepts; the option
 // sluice_schema sets Config.Schema) and migrates it. Close closes the pool.
-func OpenPostgres(ctx context.Context, url string) (*Engine, error) {
+func Open(ctx context.Context, url string) (*Engine, error) {
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
@@ -79,7 +91,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Engine, er
 	return &Engine{pool: pool, schema: schema, q: pgx.Identifier{schema}.Sanitize()}, nil
 }
 
-// Close makes later calls return sluice.ErrClosed and, for an Engine from OpenPostgres, closes
+// Close makes later calls return sluice.ErrClosed and, for an Engine from Open, closes
 // the pool. It is idempotent.
 func (e *Engine) Close() error {
 	if !e.closed.Swap(true) && e.owns {
@@ -101,7 +113,7 @@ func (e *Engine) fail(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrQueryChanged), errors.Is(err, sluice.ErrInvalid), errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, stream.ErrQueryChanged), errors.Is(err, sluice.ErrInvalid), errors.Is(err, stream.ErrLeaseLost):
 		return err
 	case e.closed.Load():
 		return sluice.ErrClosed
@@ -117,33 +129,32 @@ func (e *Engine) open() error {
 }
 
 // lockStream takes the transaction-scoped lock that orders one stream's offsets in table.
-func (e *Engine) lockStream(ctx context.Context, tx pgx.Tx, table, stream string) error {
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.schema+"."+table+":"+stream)
+func (e *Engine) lockStream(ctx context.Context, tx pgx.Tx, table, name string) error {
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", e.schema+"."+table+":"+name)
 	return err
 }
 
-// Append implements Backend: one transaction and one INSERT for all events. Events repeating a
-// stored (Stream, ID), or an earlier one in the same call, are skipped.
-func (e *Engine) Append(ctx context.Context, events []Event) error {
+// Append implements stream.Backend: one transaction and one INSERT for all events. Events repeating
+// a stored (Stream, ID), or an earlier one in the same call, are skipped.
+func (e *Engine) Append(ctx context.Context, events []stream.Event) error {
 	if err := e.open(); err != nil {
 		return err
 	}
-	now := time.Now().UnixMilli()
+	events, err := stream.NormalizeEvents(events, time.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
 	n := len(events)
+	if n == 0 {
+		return nil
+	}
 	streams, keys, ids := make([]string, n), make([]string, n), make([]*string, n)
 	costs, ats := make([]int64, n), make([]int64, n)
 	for i, ev := range events {
-		ev, err := normalize(ev, i, now)
-		if err != nil {
-			return err
-		}
 		streams[i], keys[i], costs[i], ats[i] = ev.Stream, ev.Key, ev.Cost, ev.At
 		if ev.ID != "" {
-			ids[i] = &ev.ID
+			ids[i] = &events[i].ID
 		}
-	}
-	if n == 0 {
-		return nil
 	}
 	locks := slices.Compact(slices.Sorted(slices.Values(streams))) // one order: no deadlocks
 	return e.fail(pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
@@ -160,8 +171,8 @@ func (e *Engine) Append(ctx context.Context, events []Event) error {
 	}))
 }
 
-// Register implements Backend.
-func (e *Engine) Register(ctx context.Context, q Query) error {
+// Register implements stream.Backend.
+func (e *Engine) Register(ctx context.Context, q stream.Query) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
@@ -175,9 +186,9 @@ func (e *Engine) Register(ctx context.Context, q Query) error {
 }
 
 // lockQuery locks q's row, inserting it when missing, and returns its run and state.
-func (e *Engine) lockQuery(ctx context.Context, tx pgx.Tx, q Query) (run int64, st Stats, err error) {
+func (e *Engine) lockQuery(ctx context.Context, tx pgx.Tx, q stream.Query) (run int64, st stream.Stats, err error) {
 	for range 2 {
-		var stored Query
+		var stored stream.Query
 		err = tx.QueryRow(ctx, "SELECT run, stream, window_ms, grace_ms, idle_flush_ms, quota, \"offset\", horizon, max_at, late, late_sum"+
 			" FROM "+e.q+".queries WHERE name = $1 FOR UPDATE", q.Name).Scan(
 			&run, &stored.Stream, &stored.WindowMs, &stored.GraceMs, &stored.IdleFlushMs, &stored.Quota,
@@ -185,24 +196,25 @@ func (e *Engine) lockQuery(ctx context.Context, tx pgx.Tx, q Query) (run int64, 
 		if err == nil {
 			stored.Name = q.Name
 			if stored != q {
-				return 0, st, ErrQueryChanged
+				return 0, st, stream.ErrQueryChanged
 			}
 			return run, st, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return 0, st, err
 		}
-		fresh, _ := NewAggregator(q)
+		fresh, _ := stream.NewAggregator(q)
+		init := fresh.Stats()
 		if _, err := tx.Exec(ctx, "INSERT INTO "+e.q+".queries (name, stream, window_ms, grace_ms, idle_flush_ms, quota, horizon, max_at)"+
 			" VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING",
-			q.Name, q.Stream, q.WindowMs, q.GraceMs, q.IdleFlushMs, q.Quota, fresh.st.Horizon, fresh.st.MaxAt); err != nil {
+			q.Name, q.Stream, q.WindowMs, q.GraceMs, q.IdleFlushMs, q.Quota, init.Horizon, init.MaxAt); err != nil {
 			return 0, st, err
 		}
 	}
 	return 0, st, fmt.Errorf("query %q vanished while registering", q.Name)
 }
 
-// Reset implements Backend.
+// Reset implements stream.Backend.
 func (e *Engine) Reset(ctx context.Context, name string) error {
 	if err := e.open(); err != nil {
 		return err
@@ -216,12 +228,12 @@ func (e *Engine) Reset(ctx context.Context, name string) error {
 	}))
 }
 
-// Process implements Backend. It is one transaction: lock the query's row (so processors of one
-// query take turns), read up to max events after its offset, load only the open windows those
-// events or the new horizon touch, fold, then write the changed open windows, the closed
-// windows, their decisions and the new offset and commit. A crash before the commit leaves
-// everything as it was, so the batch is processed again, once.
-func (e *Engine) Process(ctx context.Context, q Query, now int64, max int) (int, error) {
+// Process implements stream.Backend. It is one transaction: lock the query's row (so processors of
+// one query take turns), read up to max events after its offset, load only the open windows those
+// events or the new horizon touch, fold, then write the changed open windows, the closed windows,
+// their decisions and the new offset and commit. A crash before the commit leaves everything as it
+// was, so the batch is processed again, once.
+func (e *Engine) Process(ctx context.Context, q stream.Query, now int64, max int) (int, error) {
 	if err := q.Validate(); err != nil {
 		return 0, err
 	}
@@ -240,16 +252,16 @@ func (e *Engine) Process(ctx context.Context, q Query, now int64, max int) (int,
 	return n, nil
 }
 
-func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max int) (int, error) {
+func (e *Engine) process(ctx context.Context, tx pgx.Tx, q stream.Query, now int64, max int) (int, error) {
 	run, st, err := e.lockQuery(ctx, tx, q)
 	if err != nil {
 		return 0, err
 	}
 	rows, _ := tx.Query(ctx, "SELECT \"offset\", key, cost, at FROM "+e.q+".log WHERE stream = $1 AND \"offset\" > $2 ORDER BY \"offset\" LIMIT $3",
 		q.Stream, st.Offset, max)
-	var events []Event
+	var events []stream.Event
 	offset := st.Offset
-	var ev Event
+	var ev stream.Event
 	_, err = pgx.ForEachRow(rows, []any{&offset, &ev.Key, &ev.Cost, &ev.At}, func() error {
 		events = append(events, ev)
 		return nil
@@ -258,17 +270,11 @@ func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max
 		return 0, err
 	}
 
-	agg, _ := NewAggregator(q)
-	// The horizon only rises while folding, to at most this: windows ending at or below it
-	// may close, the others change only if a batch event lands in them.
-	agg.st = st
-	for _, ev := range events {
-		if ev.At > agg.st.MaxAt {
-			agg.st.MaxAt = ev.At
-			agg.raise(ev.At - q.GraceMs)
-		}
-	}
-	bound := agg.horizonAt(now)
+	agg, _ := stream.NewAggregator(q)
+	agg.Restore(st, nil)
+	// Windows ending at or below bound may close in this batch; the others change only if a
+	// batch event lands in them. Only those two kinds are loaded.
+	bound := agg.HorizonAfter(events, now)
 	keys := make([]string, 0, 16)
 	for _, ev := range events {
 		keys = append(keys, ev.Key)
@@ -276,21 +282,21 @@ func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	rows, _ = tx.Query(ctx, "SELECT key, start, \"end\", count, sum FROM "+e.q+".open_windows"+
 		" WHERE query = $1 AND (\"end\" <= $2 OR (key = ANY ($3) AND \"end\" > $4))", q.Name, bound, keys, st.Horizon)
-	var open []Window
-	var w Window
+	var open []stream.Window
+	var w stream.Window
 	if _, err := pgx.ForEachRow(rows, []any{&w.Key, &w.Start, &w.End, &w.Count, &w.Sum}, func() error {
 		open = append(open, w)
 		return nil
 	}); err != nil {
 		return 0, err
 	}
-	agg.restore(st, open)
+	agg.Restore(st, open)
 	for _, ev := range events {
 		agg.Add(ev)
 	}
 	closed := agg.Close(now)
-	changed := agg.changed()
-	next := agg.st
+	changed := agg.Changed()
+	next := agg.Stats()
 	if len(events) == 0 && len(closed) == 0 && next.Horizon == st.Horizon {
 		return 0, nil // nothing to write
 	}
@@ -319,7 +325,7 @@ func (e *Engine) process(ctx context.Context, tx pgx.Tx, q Query, now int64, max
 // emit moves closed windows from open_windows to the outputs, with their decisions. A window an
 // earlier run (before a Reset) already decided gets no second decision: (query, key,
 // window_start) identifies a decision, and consumers may have acted on the first.
-func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed []Window) error {
+func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q stream.Query, run int64, closed []stream.Window) error {
 	ks, starts, ends, counts, sums := columns(closed)
 	if _, err := tx.Exec(ctx, "DELETE FROM "+e.q+".open_windows WHERE query = $1 AND (key, start) IN (SELECT * FROM unnest($2::text[], $3::bigint[]))",
 		q.Name, ks, starts); err != nil {
@@ -333,9 +339,9 @@ func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed
 		run, q.Stream, q.Name, ks, starts, ends, counts, sums, partitions(ks)); err != nil {
 		return err
 	}
-	var over []Window
+	var over []stream.Window
 	for _, w := range closed {
-		if _, ok := gate(w, q.Quota); ok {
+		if _, ok := q.Decide(w); ok {
 			over = append(over, w)
 		}
 	}
@@ -350,16 +356,24 @@ func (e *Engine) emit(ctx context.Context, tx pgx.Tx, q Query, run int64, closed
 	return err
 }
 
-// partitions is the Partition of each key.
+// batchSize is Process's max, or Windows' and Decisions' limit, with its default.
+func batchSize(max int) int {
+	if max <= 0 {
+		return stream.DefaultBatch
+	}
+	return max
+}
+
+// partitions is the stream.Partition of each key.
 func partitions(keys []string) []int16 {
 	ps := make([]int16, len(keys))
 	for i, k := range keys {
-		ps[i] = int16(Partition(k))
+		ps[i] = int16(stream.Partition(k))
 	}
 	return ps
 }
 
-func columns(ws []Window) (keys []string, starts, ends, counts, sums []int64) {
+func columns(ws []stream.Window) (keys []string, starts, ends, counts, sums []int64) {
 	for _, w := range ws {
 		keys = append(keys, w.Key)
 		starts = append(starts, w.Start)
@@ -376,38 +390,39 @@ const (
 	decisionColumns = "query, stream, key, window_start, window_end, count, quota, over_by"
 )
 
-// Windows implements Backend. limit <= 0 means 1000.
-func (e *Engine) Windows(ctx context.Context, stream string, after int64, limit int) ([]Window, error) {
-	return readOutput[Window](ctx, e, windowColumns+" FROM "+e.q+".windows", stream, after, limit)
+// Windows implements stream.Backend. limit <= 0 means stream.DefaultBatch.
+func (e *Engine) Windows(ctx context.Context, name string, after int64, limit int) ([]stream.Window, error) {
+	return readOutput[stream.Window](ctx, e, windowColumns+" FROM "+e.q+".windows", name, after, limit)
 }
 
-// Decisions implements Backend. limit <= 0 means 1000.
-func (e *Engine) Decisions(ctx context.Context, stream string, after int64, limit int) ([]Decision, error) {
-	return readOutput[Decision](ctx, e, decisionColumns+" FROM "+e.q+".decisions", stream, after, limit)
+// Decisions implements stream.Backend. limit <= 0 means stream.DefaultBatch.
+func (e *Engine) Decisions(ctx context.Context, name string, after int64, limit int) ([]stream.Decision, error) {
+	return readOutput[stream.Decision](ctx, e, decisionColumns+" FROM "+e.q+".decisions", name, after, limit)
 }
 
-// readOutput reads rows of an output table (columns and table in from, offset first) in order.
-func readOutput[T any](ctx context.Context, e *Engine, from, stream string, after int64, limit int) ([]T, error) {
+// readOutput reads rows of stream name's output table (columns and table in from, offset first)
+// in order.
+func readOutput[T any](ctx context.Context, e *Engine, from, name string, after int64, limit int) ([]T, error) {
 	if err := e.open(); err != nil {
 		return nil, err
 	}
 	rows, _ := e.pool.Query(ctx, "SELECT \"offset\", "+from+" WHERE stream = $1 AND \"offset\" > $2 ORDER BY \"offset\" LIMIT $3",
-		stream, after, batchSize(limit))
+		name, after, batchSize(limit))
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[T])
 	return out, e.fail(err)
 }
 
-// Stats implements Backend. An unknown name has zero Stats.
-func (e *Engine) Stats(ctx context.Context, name string) (Stats, error) {
+// Stats implements stream.Backend. An unknown name has zero Stats.
+func (e *Engine) Stats(ctx context.Context, name string) (stream.Stats, error) {
 	if err := e.open(); err != nil {
-		return Stats{}, err
+		return stream.Stats{}, err
 	}
-	var st Stats
+	var st stream.Stats
 	err := e.pool.QueryRow(ctx, "SELECT \"offset\", events, horizon, max_at, late, late_sum,"+
 		" (SELECT count(*) FROM "+e.q+".open_windows WHERE query = $1) FROM "+e.q+".queries WHERE name = $1", name).Scan(
 		&st.Offset, &st.Events, &st.Horizon, &st.MaxAt, &st.Late, &st.LateSum, &st.Open)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Stats{}, nil
+		return stream.Stats{}, nil
 	}
 	return st, e.fail(err)
 }
