@@ -326,7 +326,7 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		// Unreachable, refused, reset or timed out: the service could not answer.
-		return &Error{Path: path, Message: err.Error(), err: err}
+		return &Error{Path: path, Message: err.Error(), Err: err}
 	}
 	defer func() {
 		// Reading to EOF lets the transport reuse the connection.
@@ -345,6 +345,78 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 	return nil
 }
 
+// Stream opens a long-lived GET of path under the base URL, such as
+// "/v1/streams/api/decisions/watch?after=7", for an answer that streams (Server-Sent Events),
+// with the token and the given header. Unlike the other calls it sets no deadline on the body
+// (the Client's http.Client is used without its Timeout): ctx bounds the request for as long as
+// its body is read, and start bounds only the wait for the answer, or Options.Timeout does when
+// start has no deadline.
+//
+// An answer of status 200 is returned for the caller to read; closing its body ends the request.
+// Any other answer, or none, is the error the other calls return for it: an *Error matching
+// sluice.ErrUnavailable for a transport failure (and its cause, such as context.DeadlineExceeded
+// when start ended) or a 5xx, ErrUnauthorized for a 401, Code "not_found" for a 404. Error.Path
+// is path without its query.
+func (c *Client) Stream(ctx, start context.Context, path string, header http.Header) (*http.Response, error) {
+	route, _, _ := strings.Cut(path, "?")
+	if _, ok := start.Deadline(); !ok && c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		start, cancel = context.WithTimeout(start, c.opts.Timeout)
+		defer cancel()
+	}
+	// The request lives with ctx; start may cut it only until the answer comes.
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(start, func() { cancel(context.Cause(start)) })
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		stop()
+		cancel(nil)
+		return nil, fmt.Errorf("client: %s: %w", route, err)
+	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	hc := *c.hc
+	hc.Timeout = 0 // it would cut the body
+	resp, err := hc.Do(req)
+	if !stop() {
+		// start ended before the answer came (or as it came): it is too late either way.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cause := context.Cause(start)
+		cancel(cause)
+		return nil, &Error{Path: route, Message: cause.Error(), Err: cause}
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, &Error{Path: route, Message: err.Error(), Err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		err := errorFrom(route, resp)
+		resp.Body.Close()
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = cancelingBody{resp.Body, cancel}
+	return resp, nil
+}
+
+// cancelingBody is a streamed answer's body: closing it also releases its request's context.
+type cancelingBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b cancelingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
+}
+
 // Error is a call that failed at the server or on the way to it. It matches sluice.ErrUnavailable
 // (transport failures and 5xx answers), sluice.ErrUnknownPolicy (404) or ErrUnauthorized (401)
 // with errors.Is; a transport failure also matches its cause, such as context.DeadlineExceeded.
@@ -361,7 +433,12 @@ type Error struct {
 	// FailMode is "closed" when the server refused a check because its store could not answer and
 	// the policy fails closed (a 503 whose body says "failMode":"closed"); "" otherwise.
 	FailMode string
-	err      error
+	// Err is what the error matches besides what Status 0 implies: the cause of a transport
+	// failure (such as context.DeadlineExceeded), or the sentinel of the answer's code
+	// (sluice.ErrUnknownPolicy, ErrUnauthorized, sluice.ErrUnavailable, ...); nil when none. It is
+	// exported so that a reader of the server's streams (client/enforce) reports their failures
+	// as this same type.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -371,13 +448,16 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("client: %s: %d %s: %s", e.Path, e.Status, e.Code, e.Message)
 }
 
-// Unwrap returns the sentinels e matches: a transport failure is ErrUnavailable and its cause.
+// Unwrap returns the sentinels e matches: a transport failure (Status 0) is
+// sluice.ErrUnavailable and its cause.
 func (e *Error) Unwrap() []error {
 	switch {
+	case e.Status == 0 && e.Err != nil:
+		return []error{sluice.ErrUnavailable, e.Err}
 	case e.Status == 0:
-		return []error{sluice.ErrUnavailable, e.err}
-	case e.err != nil:
-		return []error{e.err}
+		return []error{sluice.ErrUnavailable}
+	case e.Err != nil:
+		return []error{e.Err}
 	}
 	return nil
 }
@@ -404,16 +484,16 @@ func errorFrom(path string, resp *http.Response) error {
 		// Every 400 is bad input, too_large included: nothing changed, and retrying is useless.
 		return invalidFrom(body.Error)
 	case code == "not_found":
-		e.err = sluice.ErrUnknownPolicy
+		e.Err = sluice.ErrUnknownPolicy
 	case code == "not_held":
-		e.err = sluice.ErrNotHeld
+		e.Err = sluice.ErrNotHeld
 	case code == "unauthorized":
-		e.err = ErrUnauthorized
+		e.Err = ErrUnauthorized
 	case code == "unimplemented":
 		// A definite answer (the strategy cannot do this), not an outage.
-		e.err = sluice.ErrUnsupported
+		e.Err = sluice.ErrUnsupported
 	case code == "unavailable", resp.StatusCode >= 500:
-		e.err = sluice.ErrUnavailable
+		e.Err = sluice.ErrUnavailable
 	}
 	return e
 }

@@ -3,13 +3,34 @@ package client_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/store/memory"
 )
+
+// newServer is the handler of `sluice serve` without policies, as server/httpapi's tests build it.
+func newServer(t testing.TB, opts httpapi.Options) http.Handler {
+	t.Helper()
+	cfg, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { store.Close() })
+	srv, err := server.New(cfg, store, server.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httpapi.New(srv, opts)
+}
 
 // The client's concurrency calls against a real server over the memory store.
 func TestConcurrency(t *testing.T) {

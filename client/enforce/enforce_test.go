@@ -1,4 +1,4 @@
-package client_test
+package enforce_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/client/enforce"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/httpapi"
@@ -68,6 +69,17 @@ func (w countingWriter) Write(p []byte) (int, error) {
 }
 
 func (w countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newClient is a Client of url, closed when the test ends.
+func newClient(t testing.TB, url string, opts client.Options) *client.Client {
+	t.Helper()
+	c, err := client.New(url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
 
 // newServer is the handler of `sluice serve` without policies, as server/httpapi's tests build it.
 func newServer(t testing.TB, opts httpapi.Options) http.Handler {
@@ -150,7 +162,7 @@ func (s *streamServer) process(t testing.TB, q stream.Query, now int64) []stream
 	return made
 }
 
-// clock is a settable EnforcerConfig.Now.
+// clock is a settable Config.Now.
 type clock struct{ ms atomic.Int64 }
 
 func newClock(ms int64) *clock {
@@ -162,11 +174,11 @@ func newClock(ms int64) *clock {
 func (c *clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) set(ms int64)   { c.ms.Store(ms) }
 
-// enforce subscribes to stream "api" of s, and closes the enforcer when the test ends.
-func enforce(t testing.TB, s *streamServer, cfg client.EnforcerConfig) *client.Enforcer {
+// subscribe subscribes to stream "api" of s, and closes the enforcer when the test ends.
+func subscribe(t testing.TB, s *streamServer, cfg enforce.Config) *enforce.Enforcer {
 	t.Helper()
 	c := newClient(t, s.URL, client.Options{})
-	e, err := c.Enforce(context.Background(), "api", cfg)
+	e, err := enforce.New(context.Background(), c, "api", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +187,7 @@ func enforce(t testing.TB, s *streamServer, cfg client.EnforcerConfig) *client.E
 }
 
 // waitOffset waits until e applied the decision at offset off.
-func waitOffset(t testing.TB, e *client.Enforcer, off int64) {
+func waitOffset(t testing.TB, e *enforce.Enforcer, off int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for e.Offset() < off {
@@ -187,7 +199,7 @@ func waitOffset(t testing.TB, e *client.Enforcer, off int64) {
 }
 
 // wantBlocked checks e's answer for key.
-func wantBlocked(t testing.TB, e *client.Enforcer, key string, blocked bool, until int64) {
+func wantBlocked(t testing.TB, e *enforce.Enforcer, key string, blocked bool, until int64) {
 	t.Helper()
 	u, b := e.Blocked(key)
 	switch {
@@ -225,7 +237,7 @@ func TestEnforcerBlocks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := newClock(tt.appliedAt)
-			e := enforce(t, s, client.EnforcerConfig{Now: clk.Now})
+			e := subscribe(t, s, enforce.Config{Now: clk.Now})
 			waitOffset(t, e, ds[0].Offset)
 			wantBlocked(t, e, "quiet", false, 0)
 			wantBlocked(t, e, "unknown", false, 0)
@@ -263,7 +275,7 @@ func TestEnforcerLongerBlockWins(t *testing.T) {
 	if len(long) != 1 || len(short) != 1 {
 		t.Fatalf("decisions %+v and %+v, want one each", long, short)
 	}
-	e := enforce(t, s, client.EnforcerConfig{Now: newClock(now).Now})
+	e := subscribe(t, s, enforce.Config{Now: newClock(now).Now})
 	waitOffset(t, e, short[0].Offset)
 	wantBlocked(t, e, "k", true, minuteEnd+60_000)
 }
@@ -273,7 +285,7 @@ func TestEnforcerAfter(t *testing.T) {
 	first := s.requests(t, base+500, map[string]int{"a": 3})
 	second := s.requests(t, base+1500, map[string]int{"b": 3})
 	clk := newClock(base + 1700)
-	e := enforce(t, s, client.EnforcerConfig{Now: clk.Now, After: first[0].Offset})
+	e := subscribe(t, s, enforce.Config{Now: clk.Now, After: first[0].Offset})
 	if got := e.Offset(); got != first[0].Offset && got != second[0].Offset {
 		t.Fatalf("Offset() = %d, want After (%d) or the decision after it (%d)", got, first[0].Offset, second[0].Offset)
 	}
@@ -326,7 +338,7 @@ func TestEnforcerReconnects(t *testing.T) {
 	s := startStreams(t, httpapi.Options{})
 	var errs errorLog
 	clk := newClock(base)
-	e := enforce(t, s, client.EnforcerConfig{Now: clk.Now, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, OnError: errs.add})
+	e := subscribe(t, s, enforce.Config{Now: clk.Now, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, OnError: errs.add})
 	var (
 		last    int64
 		resumes = []string{"0"}
@@ -383,7 +395,7 @@ func TestEnforcerErrorEvent(t *testing.T) {
 	s := startStreams(t, httpapi.Options{})
 	s.fail.Store(true)
 	var errs errorLog
-	e := enforce(t, s, client.EnforcerConfig{Now: newClock(base + 1200).Now, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, OnError: errs.add})
+	e := subscribe(t, s, enforce.Config{Now: newClock(base + 1200).Now, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, OnError: errs.add})
 	err := errs.wait(t, func(error) bool { return true })
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Code != "unavailable" || !errors.Is(err, sluice.ErrUnavailable) || !strings.HasPrefix(err.Error(), "client: ") {
@@ -399,7 +411,7 @@ func TestEnforcerErrorEvent(t *testing.T) {
 func TestEnforcerIdleTimeout(t *testing.T) {
 	s := startStreams(t, httpapi.Options{})
 	var errs errorLog
-	e := enforce(t, s, client.EnforcerConfig{Now: newClock(base + 1200).Now, IdleTimeout: 20 * time.Millisecond, MinBackoff: time.Millisecond, OnError: errs.add})
+	e := subscribe(t, s, enforce.Config{Now: newClock(base + 1200).Now, IdleTimeout: 20 * time.Millisecond, MinBackoff: time.Millisecond, OnError: errs.add})
 	errs.wait(t, func(err error) bool {
 		return strings.Contains(err.Error(), "idle timeout") && errors.Is(err, sluice.ErrUnavailable)
 	})
@@ -437,39 +449,39 @@ func TestEnforceErrors(t *testing.T) {
 		url     string
 		opts    client.Options
 		stream  string
-		cfg     client.EnforcerConfig
+		cfg     enforce.Config
 		wantErr func(error) bool // nil: no error
 	}{
-		{"with the token", streams.URL, client.Options{Token: "secret"}, "api", client.EnforcerConfig{}, nil},
-		{"a stream name to escape", streams.URL, client.Options{Token: "secret"}, "a/b c", client.EnforcerConfig{}, nil},
-		{"without the token", streams.URL, client.Options{}, "api", client.EnforcerConfig{},
+		{"with the token", streams.URL, client.Options{Token: "secret"}, "api", enforce.Config{}, nil},
+		{"a stream name to escape", streams.URL, client.Options{Token: "secret"}, "a/b c", enforce.Config{}, nil},
+		{"without the token", streams.URL, client.Options{}, "api", enforce.Config{},
 			func(err error) bool { return errors.Is(err, client.ErrUnauthorized) }},
-		{"no stream mode", without.URL, client.Options{}, "api", client.EnforcerConfig{}, func(err error) bool {
+		{"no stream mode", without.URL, client.Options{}, "api", enforce.Config{}, func(err error) bool {
 			var ce *client.Error
 			return errors.As(err, &ce) && ce.Status == 404 && ce.Code == "not_found"
 		}},
-		{"not an event stream", html.URL, client.Options{}, "api", client.EnforcerConfig{},
+		{"not an event stream", html.URL, client.Options{}, "api", enforce.Config{},
 			func(err error) bool {
 				return errors.Is(err, sluice.ErrUnavailable) && strings.Contains(err.Error(), "text/html")
 			}},
-		{"no answer in time", hang.URL, client.Options{Timeout: 20 * time.Millisecond}, "api", client.EnforcerConfig{},
+		{"no answer in time", hang.URL, client.Options{Timeout: 20 * time.Millisecond}, "api", enforce.Config{},
 			func(err error) bool {
 				return errors.Is(err, sluice.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded)
 			}},
-		{"unreachable", gone.URL, client.Options{}, "api", client.EnforcerConfig{},
+		{"unreachable", gone.URL, client.Options{}, "api", enforce.Config{},
 			func(err error) bool { return errors.Is(err, sluice.ErrUnavailable) }},
-		{"empty stream", streams.URL, client.Options{Token: "secret"}, "", client.EnforcerConfig{},
-			func(err error) bool { return strings.Contains(err.Error(), "stream is empty") }},
-		{"negative after", streams.URL, client.Options{Token: "secret"}, "api", client.EnforcerConfig{After: -1},
-			func(err error) bool { return strings.Contains(err.Error(), "After must not be negative") }},
+		{"empty stream", streams.URL, client.Options{Token: "secret"}, "", enforce.Config{},
+			func(err error) bool { return strings.HasPrefix(err.Error(), "enforce: stream is empty") }},
+		{"negative after", streams.URL, client.Options{Token: "secret"}, "api", enforce.Config{After: -1},
+			func(err error) bool { return strings.HasPrefix(err.Error(), "enforce: After must not be negative") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClient(t, tt.url, tt.opts)
-			e, err := c.Enforce(context.Background(), tt.stream, tt.cfg)
+			e, err := enforce.New(context.Background(), c, tt.stream, tt.cfg)
 			if tt.wantErr == nil {
 				if err != nil {
-					t.Fatalf("Enforce: %v", err)
+					t.Fatalf("New: %v", err)
 				}
 				if err := e.Close(); err != nil {
 					t.Errorf("Close: %v", err)
@@ -478,12 +490,15 @@ func TestEnforceErrors(t *testing.T) {
 			}
 			if err == nil || e != nil {
 				e.Close()
-				t.Fatalf("Enforce = %v, %v; want an error", e, err)
+				t.Fatalf("New = %v, %v; want an error", e, err)
 			}
-			if !tt.wantErr(err) || !strings.HasPrefix(err.Error(), "client: ") {
-				t.Errorf("Enforce: %v (%#v), not the error wanted", err, err)
+			if !tt.wantErr(err) || !strings.HasPrefix(err.Error(), "client: ") && !strings.HasPrefix(err.Error(), "enforce: ") {
+				t.Errorf("New: %v (%#v), not the error wanted", err, err)
 			}
 		})
+	}
+	if e, err := enforce.New(context.Background(), nil, "api", enforce.Config{}); e != nil || err == nil {
+		t.Errorf("New without a client = %v, %v; want an error", e, err)
 	}
 }
 
@@ -492,7 +507,7 @@ func enforcerGoroutines() int {
 	buf := make([]byte, 1<<20)
 	n := 0
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "client.(*Enforcer).") {
+		if strings.Contains(g, "enforce.(*Enforcer).") {
 			n++
 		}
 	}
@@ -504,7 +519,7 @@ func TestEnforcerClose(t *testing.T) {
 	ds := s.requests(t, base+500, map[string]int{"k": 3})
 	before := runtime.NumGoroutine()
 	c := newClient(t, s.URL, client.Options{})
-	e, err := c.Enforce(context.Background(), "api", client.EnforcerConfig{Now: newClock(base + 1200).Now})
+	e, err := enforce.New(context.Background(), c, "api", enforce.Config{Now: newClock(base + 1200).Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +547,7 @@ func TestEnforcerClose(t *testing.T) {
 	for enforcerGoroutines() > 0 || runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines 5 s after Close, %d before Enforce:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d goroutines 5 s after Close, %d before New:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -1,8 +1,31 @@
-package client
+// Package enforce applies a sluice stream's throttle decisions locally, so that an API or a
+// gateway enforces them without a call to the service per request. An Enforcer subscribes,
+// through a *client.Client, to a stream's decisions (the server's
+// GET /v1/streams/{stream}/decisions/watch, as Server-Sent Events) in one goroutine and keeps,
+// per key, the instant its block ends; asking about a key is a map lookup.
+//
+// # The blocking rule
+//
+// A decision for key K over window [start, end) blocks K until end + (end − start): through the
+// window after the one that went over. A decision arrives once its window has closed, so when
+// decisions arrive promptly a key over quota in one window is throttled for the rest of the next.
+// A decision applied after that instant is stale and blocks nothing, so an Enforcer may start from
+// any offset (After 0 replays a stream's history without blocking anyone for it); a caller that
+// restarts can still store Offset and start After it to skip the replay. Windows are in the
+// server's event time and now is Config.Now, so the two clocks should agree. Two decisions for
+// one key (from two queries on the stream, say) block it until the later end.
+//
+// # Failures
+//
+// When the connection drops or the server reports an error, the enforcer reconnects with
+// backoff and resumes after the last decision it applied (Last-Event-ID), so none is missed or
+// applied twice. Meanwhile the blocks already known stay until they end, and new decisions take
+// effect once it is back. It never blocks a key it has no decision for: an enforcer that cannot
+// reach the server fails open by construction. The failures are *client.Error values, as the
+// client's calls return.
+package enforce
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,17 +42,18 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
 )
 
-// Defaults of EnforcerConfig.
+// Defaults of Config.
 const (
 	DefaultMinBackoff  = 100 * time.Millisecond
 	DefaultMaxBackoff  = 30 * time.Second
 	DefaultIdleTimeout = time.Minute // four of the server's 15 s keep-alives
 )
 
-// EnforcerConfig configures an Enforcer. The zero value is ready to use.
-type EnforcerConfig struct {
+// Config configures an Enforcer. The zero value is ready to use.
+type Config struct {
 	// After is the decision offset to start after, such as one a previous Enforcer's Offset
 	// returned and the caller stored; 0 starts at the stream's first decision.
 	After int64
@@ -52,35 +76,17 @@ type EnforcerConfig struct {
 	OnError func(error)
 }
 
-// Enforcer applies a stream's throttle decisions locally, so that an API or a gateway enforces
-// them without a call per request. It subscribes to the stream's decisions (the server's
-// GET /v1/streams/{stream}/decisions/watch) in one goroutine and keeps, per key, the instant its
-// block ends.
-//
-// A decision for key K over window [start, end) blocks K until end + (end − start): through the
-// window after the one that went over. A decision arrives once its window has closed, so when
-// decisions arrive promptly a key over quota in one window is throttled for the rest of the next.
-// A decision applied after that instant is stale and blocks nothing, so an Enforcer may start from
-// any offset (After 0 replays a stream's history without blocking anyone for it); a caller that
-// restarts can still store Offset and start After it to skip the replay. Windows are in the
-// server's event time and now is EnforcerConfig.Now, so the two clocks should agree. Two decisions
-// for one key (from two queries on the stream, say) block it until the later end.
-//
-// When the connection drops or the server reports an error, the enforcer reconnects with
-// backoff and resumes after the last decision it applied (Last-Event-ID), so none is missed or
-// applied twice. Meanwhile the blocks already known stay until they end, and new decisions take
-// effect once it is back. It never blocks a key it has no decision for: an enforcer that cannot
-// reach the server fails open by construction.
+// Enforcer holds the blocks of one stream's decisions, kept current by a goroutine of its own
+// until Close (see the package documentation for the rule). Make one with New; the zero value
+// is not usable.
 //
 // All methods are safe for concurrent use. Blocked and Allow cost a map lookup under a read lock
 // and allocate nothing; ended blocks are dropped by the enforcer's goroutine as decisions come,
 // not by a timer per key.
 type Enforcer struct {
-	c    *Client
-	hc   *http.Client // c's, without its Timeout, which would cut the subscription
-	url  string       // the watch route, without its query
-	path string       // the watch route's path, for errors
-	cfg  EnforcerConfig
+	c    *client.Client
+	path string // the watch route, without its query
+	cfg  Config
 
 	mu      sync.RWMutex
 	until   map[string]int64 // mu guards until: key → end of its block (epoch ms), ended ones included until a sweep
@@ -97,25 +103,25 @@ type Enforcer struct {
 // minSweep is the size below which until is never swept: a sweep then costs more than it saves.
 const minSweep = 1024
 
-// Enforce subscribes to stream's decisions and returns an Enforcer of them, once the server has
-// accepted the subscription; ctx (or, without a deadline, Options.Timeout) bounds that first
-// connection only. Its errors are those of the other calls: a server that cannot be reached
-// matches sluice.ErrUnavailable, a refused token ErrUnauthorized, and a server without stream
-// mode is an *Error of Code "not_found". After that, the Enforcer reconnects on its own until
-// Close.
-func (c *Client) Enforce(ctx context.Context, stream string, cfg EnforcerConfig) (*Enforcer, error) {
+// New subscribes to stream's decisions on c's server and returns an Enforcer of them, once the
+// server has accepted the subscription; ctx (or, without a deadline, c's Options.Timeout) bounds
+// that first connection only. Its errors are those of the client's calls: a server that cannot
+// be reached matches sluice.ErrUnavailable, a refused token client.ErrUnauthorized, and a server
+// without stream mode is a *client.Error of Code "not_found". After that, the Enforcer
+// reconnects on its own until Close.
+func New(ctx context.Context, c *client.Client, stream string, cfg Config) (*Enforcer, error) {
+	if c == nil {
+		return nil, errors.New("enforce: the client is nil")
+	}
 	if stream == "" {
-		return nil, errors.New("client: Enforce: stream is empty")
+		return nil, errors.New("enforce: stream is empty")
 	}
 	if cfg.After < 0 {
-		return nil, fmt.Errorf("client: Enforce: After must not be negative, got %d", cfg.After)
+		return nil, fmt.Errorf("enforce: After must not be negative, got %d", cfg.After)
 	}
 	e := newEnforcer(cfg)
-	hc := *c.hc
-	hc.Timeout = 0
-	e.c, e.hc = c, &hc
+	e.c = c
 	e.path = "/v1/streams/" + url.PathEscape(stream) + "/decisions/watch"
-	e.url = c.base + e.path
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	conn, err := e.connect(ctx)
 	if err != nil {
@@ -127,7 +133,7 @@ func (c *Client) Enforce(ctx context.Context, stream string, cfg EnforcerConfig)
 }
 
 // newEnforcer returns an Enforcer with cfg's defaults filled, not yet subscribed.
-func newEnforcer(cfg EnforcerConfig) *Enforcer {
+func newEnforcer(cfg Config) *Enforcer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -164,7 +170,7 @@ func (e *Enforcer) Allow(key string) bool {
 	return !blocked
 }
 
-// Offset is the offset of the last decision applied (EnforcerConfig.After before the first).
+// Offset is the offset of the last decision applied (Config.After before the first).
 // A caller that stores it can start a later Enforcer after it instead of replaying the stream.
 func (e *Enforcer) Offset() int64 { return e.offset.Load() }
 
@@ -184,45 +190,18 @@ type conn struct {
 }
 
 // connect opens a subscription after the current offset. start bounds the wait for the answer
-// (or Options.Timeout when it has no deadline); the body lives until Close or the connection ends.
+// (or the client's Options.Timeout when it has no deadline); the body lives until Close or the
+// connection ends.
 func (e *Enforcer) connect(start context.Context) (*conn, error) {
-	if _, ok := start.Deadline(); !ok && e.c.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		start, cancel = context.WithTimeout(start, e.c.opts.Timeout)
-		defer cancel()
-	}
 	ctx, cancel := context.WithCancelCause(e.ctx)
-	stop := context.AfterFunc(start, func() { cancel(context.Cause(start)) })
 	after := strconv.FormatInt(e.offset.Load(), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"?after="+after, nil)
-	if err != nil {
-		cancel(nil)
-		return nil, fmt.Errorf("client: %s: %w", e.path, err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Cache-Control", "no-cache")
+	h := make(http.Header, 3)
+	h.Set("Accept", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
 	// The server resumes from Last-Event-ID; ?after says the same to a proxy that drops it.
-	req.Header.Set("Last-Event-ID", after)
-	if e.c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.c.opts.Token)
-	}
-	resp, err := e.hc.Do(req)
-	if !stop() {
-		// start ended before the answer came (or as it came): it is too late either way.
-		if err == nil {
-			resp.Body.Close()
-		}
-		cause := context.Cause(start)
-		cancel(cause)
-		return nil, &Error{Path: e.path, Message: cause.Error(), err: cause}
-	}
+	h.Set("Last-Event-ID", after)
+	resp, err := e.c.Stream(ctx, start, e.path+"?after="+after, h)
 	if err != nil {
-		cancel(nil)
-		return nil, &Error{Path: e.path, Message: err.Error(), err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		err := errorFrom(e.path, resp)
-		resp.Body.Close()
 		cancel(nil)
 		return nil, err
 	}
@@ -230,9 +209,9 @@ func (e *Enforcer) connect(start context.Context) (*conn, error) {
 		// A proxy's page, say: nothing to subscribe to.
 		resp.Body.Close()
 		cancel(nil)
-		return nil, &Error{Path: e.path, Status: resp.StatusCode, Code: "unavailable",
+		return nil, &client.Error{Path: e.path, Status: resp.StatusCode, Code: "unavailable",
 			Message: fmt.Sprintf("answered Content-Type %q, want text/event-stream", resp.Header.Get("Content-Type")),
-			err:     sluice.ErrUnavailable}
+			Err:     sluice.ErrUnavailable}
 	}
 	return &conn{resp: resp, ctx: ctx, cancel: cancel}, nil
 }
@@ -311,7 +290,7 @@ func (e *Enforcer) consume(c *conn) (healthy bool, err error) {
 			if err == io.EOF {
 				err = errors.New("the server ended the stream")
 			}
-			return body.n > 0, &Error{Path: e.path, Message: err.Error(), err: err}
+			return body.n > 0, &client.Error{Path: e.path, Message: err.Error(), Err: err}
 		}
 		switch ev.typ {
 		case "decision":
@@ -341,7 +320,7 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// errorEvent is the error an "event: error" reports: an *Error of Status 200 (the stream's) and
+// errorEvent is the error an "event: error" reports: a *client.Error of Status 200 (the stream's) and
 // the event's code, matching sluice.ErrUnavailable when the server could not read decisions.
 func (e *Enforcer) errorEvent(data string) error {
 	var body struct {
@@ -351,16 +330,16 @@ func (e *Enforcer) errorEvent(data string) error {
 	if json.Unmarshal([]byte(data), &body) != nil || body.Error == "" {
 		body.Error = "error event " + strconv.Quote(truncate(data))
 	}
-	err := &Error{Path: e.path, Status: http.StatusOK, Code: body.Code, Message: body.Error}
+	err := &client.Error{Path: e.path, Status: http.StatusOK, Code: body.Code, Message: body.Error}
 	switch body.Code {
 	case "unavailable", "internal", "":
-		err.err = sluice.ErrUnavailable
+		err.Err = sluice.ErrUnavailable
 	}
 	return err
 }
 
-// decision is what the enforcer reads of a stream.Decision (the client does not import package
-// stream, which would bring PostgreSQL's driver into every binary that checks limits).
+// decision is what the enforcer reads of a stream.Decision (it does not import package stream,
+// which would bring PostgreSQL's driver into every binary that enforces limits).
 type decision struct {
 	Offset      int64  `json:"offset"`
 	Key         string `json:"key"`
@@ -372,14 +351,14 @@ type decision struct {
 func (e *Enforcer) applyEvent(ev sseEvent) {
 	var d decision
 	if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-		e.report(fmt.Errorf("client: %s: decision %s: %w", e.path, truncate(ev.data), err))
+		e.report(fmt.Errorf("enforce: %s: decision %s: %w", e.path, truncate(ev.data), err))
 		return
 	}
 	if d.Offset <= e.offset.Load() {
 		return // a repeat
 	}
 	if err := e.apply(d); err != nil {
-		e.report(fmt.Errorf("client: %s: decision at offset %d: %w", e.path, d.Offset, err))
+		e.report(fmt.Errorf("enforce: %s: decision at offset %d: %w", e.path, d.Offset, err))
 	}
 	e.offset.Store(d.Offset)
 }
@@ -439,108 +418,4 @@ func truncate(s string) string {
 		return s[:most] + "…"
 	}
 	return s
-}
-
-// Limits of what the SSE parser holds: a decision is a few hundred bytes.
-const (
-	maxSSELine  = 64 << 10
-	maxSSEEvent = 1 << 20
-)
-
-// sseEvent is one dispatched Server-Sent Event: its type ("message" when unnamed), its data
-// (lines joined by "\n") and the last event ID the stream set.
-type sseEvent struct {
-	typ, data, id string
-}
-
-// sseParser reads Server-Sent Events as the HTML standard's event-stream format: lines end in
-// CRLF, LF or CR; ":" starts a comment; a blank line dispatches the event, unless it has no data.
-// It reads outside input, so it bounds lines and events (FuzzSSE).
-type sseParser struct {
-	r       *bufio.Reader
-	line    []byte
-	started bool // past the optional byte order mark
-	skipLF  bool // the last line ended in CR: an LF next belongs to it
-	typ     []byte
-	data    []byte
-	id      string
-}
-
-func newSSEParser(r io.Reader) *sseParser { return &sseParser{r: bufio.NewReader(r)} }
-
-var bom = []byte("\uFEFF")
-
-// next returns the next event; an event the stream left incomplete is dropped with its error.
-func (p *sseParser) next() (sseEvent, error) {
-	for {
-		line, err := p.readLine()
-		if err != nil {
-			return sseEvent{}, err
-		}
-		if !p.started {
-			p.started = true
-			line = bytes.TrimPrefix(line, bom)
-		}
-		if len(line) == 0 {
-			if len(p.data) == 0 {
-				p.typ = p.typ[:0]
-				continue
-			}
-			ev := sseEvent{typ: "message", data: string(p.data[:len(p.data)-1]), id: p.id}
-			if len(p.typ) > 0 {
-				ev.typ = string(p.typ)
-			}
-			p.typ, p.data = p.typ[:0], p.data[:0]
-			return ev, nil
-		}
-		if line[0] == ':' {
-			continue // a comment, such as the server's keep-alive
-		}
-		name, value, found := bytes.Cut(line, []byte(":"))
-		if found {
-			value = bytes.TrimPrefix(value, []byte(" "))
-		}
-		switch string(name) {
-		case "event":
-			p.typ = append(p.typ[:0], value...)
-		case "data":
-			if len(p.data)+len(value)+1 > maxSSEEvent {
-				return sseEvent{}, fmt.Errorf("client: an event holds more than %d bytes of data", maxSSEEvent)
-			}
-			p.data = append(append(p.data, value...), '\n')
-		case "id":
-			if bytes.IndexByte(value, 0) < 0 {
-				p.id = string(value)
-			}
-		}
-		// retry and unknown fields are ignored: the enforcer keeps its own backoff.
-	}
-}
-
-// readLine returns the next line without its end, valid until the next call.
-func (p *sseParser) readLine() ([]byte, error) {
-	p.line = p.line[:0]
-	for {
-		b, err := p.r.ReadByte()
-		if err != nil {
-			return nil, err
-		}
-		if p.skipLF {
-			p.skipLF = false
-			if b == '\n' {
-				continue
-			}
-		}
-		switch b {
-		case '\n':
-			return p.line, nil
-		case '\r':
-			p.skipLF = true
-			return p.line, nil
-		}
-		if len(p.line) == maxSSELine {
-			return nil, fmt.Errorf("client: a Server-Sent Events line is longer than %d bytes", maxSSELine)
-		}
-		p.line = append(p.line, b)
-	}
 }

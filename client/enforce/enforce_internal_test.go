@@ -1,79 +1,12 @@
-package client
+package enforce
 
 import (
 	"fmt"
-	"io"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
-
-// parseAll reads every event of input, and the error that ended it.
-func parseAll(input string) ([]sseEvent, error) {
-	p := newSSEParser(strings.NewReader(input))
-	var out []sseEvent
-	for {
-		ev, err := p.next()
-		if err != nil {
-			return out, err
-		}
-		out = append(out, ev)
-	}
-}
-
-func TestSSEParser(t *testing.T) {
-	tests := []struct {
-		name  string
-		input string
-		want  []sseEvent
-	}{
-		{"the server's decision", "id: 7\nevent: decision\ndata: {\"offset\":7}\n\n",
-			[]sseEvent{{"decision", `{"offset":7}`, "7"}}},
-		{"keep-alive", ": keep-alive\n\n", nil},
-		{"unnamed is message", "data: x\n\n", []sseEvent{{"message", "x", ""}}},
-		{"data lines join", "data: a\ndata:b\ndata\n\n", []sseEvent{{"message", "a\nb\n", ""}}},
-		{"one space stripped", "data:  two\n\n", []sseEvent{{"message", " two", ""}}},
-		{"CRLF and CR", "event: e\r\ndata: x\r\rdata: y\r\n\r\n", []sseEvent{{"e", "x", ""}, {"message", "y", ""}}},
-		{"no data, no event", "event: decision\nid: 3\n\ndata: x\n\n", []sseEvent{{"message", "x", "3"}}},
-		{"id persists", "id: 1\ndata: a\n\ndata: b\n\nid\ndata: c\n\n",
-			[]sseEvent{{"message", "a", "1"}, {"message", "b", "1"}, {"message", "c", ""}}},
-		{"id with NUL ignored", "id: 1\nid: 2\x003\ndata: a\n\n", []sseEvent{{"message", "a", "1"}}},
-		{"unknown fields and retry", "retry: 10\ncolour: red\ndata: a\n\n", []sseEvent{{"message", "a", ""}}},
-		{"byte order mark", "\uFEFFdata: a\n\n", []sseEvent{{"message", "a", ""}}},
-		{"incomplete last event", "data: a\n\ndata: b\n", []sseEvent{{"message", "a", ""}}},
-		{"field without value", "event\ndata\n\n", []sseEvent{{"message", "", ""}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseAll(tt.input)
-			if err != io.EOF {
-				t.Errorf("ended with %v, want EOF", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("events %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestSSEParserLimits(t *testing.T) {
-	tests := []struct {
-		name, input, wantErr string
-	}{
-		{"a long line", "data: " + strings.Repeat("x", maxSSELine) + "\n\n", "line is longer"},
-		{"a large event", strings.Repeat("data: "+strings.Repeat("x", maxSSELine/2)+"\n", 2*maxSSEEvent/maxSSELine+1), "more than"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseAll(tt.input)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "client: ") || len(got) != 0 {
-				t.Errorf("events %d, error %v; want none and %q", len(got), err, tt.wantErr)
-			}
-		})
-	}
-}
 
 func TestBlockEnd(t *testing.T) {
 	tests := []struct {
@@ -103,7 +36,7 @@ func TestBlockEnd(t *testing.T) {
 // blocks in force (or minSweep).
 func TestEnforcerSweeps(t *testing.T) {
 	now := int64(1_000_000)
-	e := newEnforcer(EnforcerConfig{Now: func() time.Time { return time.UnixMilli(now) }})
+	e := newEnforcer(Config{Now: func() time.Time { return time.UnixMilli(now) }})
 	size := func() int {
 		e.mu.RLock()
 		defer e.mu.RUnlock()
@@ -129,7 +62,7 @@ func TestEnforcerSweeps(t *testing.T) {
 // Decisions the enforcer cannot apply are reported and skipped; repeats are skipped silently.
 func TestEnforcerSkips(t *testing.T) {
 	var heard []string
-	e := newEnforcer(EnforcerConfig{Now: func() time.Time { return time.UnixMilli(1500) }, OnError: func(err error) { heard = append(heard, err.Error()) }})
+	e := newEnforcer(Config{Now: func() time.Time { return time.UnixMilli(1500) }, OnError: func(err error) { heard = append(heard, err.Error()) }})
 	e.path = "/v1/streams/s/decisions/watch"
 	for _, data := range []string{
 		`{"offset":5,"key":"a","windowStart":0,"windowEnd":1000}`,
@@ -154,7 +87,7 @@ func TestEnforcerSkips(t *testing.T) {
 		t.Errorf("OnError heard %q, want the three bad decisions", heard)
 	}
 	for _, msg := range heard {
-		if !strings.HasPrefix(msg, "client: ") {
+		if !strings.HasPrefix(msg, "enforce: ") {
 			t.Errorf("error %q lacks the package prefix", msg)
 		}
 	}
@@ -163,7 +96,7 @@ func TestEnforcerSkips(t *testing.T) {
 // BenchmarkEnforcerBlocked asks about keys from every core at once, as a gateway's handlers do:
 // one in a hundred is blocked.
 func BenchmarkEnforcerBlocked(b *testing.B) {
-	e := newEnforcer(EnforcerConfig{})
+	e := newEnforcer(Config{})
 	until := time.Now().Add(time.Hour).UnixMilli()
 	keys := make([]string, 100_000)
 	for i := range keys {
