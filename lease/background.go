@@ -11,61 +11,34 @@ import (
 // storeTimeout bounds each store call of the background goroutine.
 const storeTimeout = 5 * time.Second
 
-// run is the Leaser's one goroutine: it takes the leases asked for ahead, ends expired leases,
-// forgets idle keys and, while checks read the process clock, refreshes it every millisecond.
+// run is the Leaser's one goroutine: it takes the leases asked for ahead, ends expired leases and
+// forgets idle keys.
 func (l *Leaser) run() {
 	defer close(l.done)
 	ticker := time.NewTicker(l.every)
 	defer ticker.Stop()
-	fast, idle := false, 0
-	next := time.Now().Add(l.every)
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-l.wake:
-			if !fast {
-				fast, idle = true, 0
-				ticker.Reset(time.Millisecond)
-			}
-			continue
 		case r := <-l.renewals:
 			if r.done != nil {
 				close(r.done)
 			} else {
-				l.renew(r.s, r.ls, fast)
+				l.renew(r.s, r.ls)
 			}
-			continue
 		case <-ticker.C:
+			l.sweep(context.Background(), l.backgroundNow(), false) // failed refunds are counted in Stats
 		}
-		if fast {
-			l.clock.advance()
-			if l.clock.read.Swap(false) {
-				idle = 0
-			} else if idle++; idle >= idleTicks {
-				l.clockMu.Lock()
-				l.clock.ticking.Store(false)
-				l.clockMu.Unlock()
-				fast = false
-				ticker.Reset(l.every)
-			}
-		}
-		if time.Now().Before(next) {
-			continue
-		}
-		l.sweep(context.Background(), l.backgroundNow(), false) // failed refunds are counted in Stats
-		l.resumeClock(fast)
-		next = time.Now().Add(l.every)
 	}
 }
 
-// backgroundNow is the instant the goroutine works at: Config.Now's or the process clock's, read
-// from the OS.
+// backgroundNow is the instant the goroutine works at: Config.Now's or the process clock's.
 func (l *Leaser) backgroundNow() int64 {
 	if l.userNow != nil {
 		return l.userNow().UnixMilli()
 	}
-	return l.clock.advance()
+	return l.clock.Now()
 }
 
 // storeCtx is the context of a store call of the goroutine: bounded, and at now if Config.Now is
@@ -79,7 +52,7 @@ func (l *Leaser) storeCtx(now int64) (context.Context, context.CancelFunc) {
 }
 
 // renew takes the lease after ls, the current lease of s, while ls still has units to spend.
-func (l *Leaser) renew(s *slot, ls *lease, fast bool) {
+func (l *Leaser) renew(s *slot, ls *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := l.backgroundNow()
@@ -97,9 +70,7 @@ func (l *Leaser) renew(s *slot, ls *lease, fast bool) {
 	}
 	ctx, cancel := l.storeCtx(now)
 	defer cancel()
-	l.pauseClock()
 	d, err := l.storeCheck(ctx, s.t.name, s.key, size)
-	l.resumeClock(fast)
 	if err != nil || !d.Allowed {
 		return // the check that runs ls out asks the store itself, and answers what it says
 	}
@@ -118,12 +89,8 @@ func (l *Leaser) renew(s *slot, ls *lease, fast bool) {
 // every lease.
 func (l *Leaser) sweep(ctx context.Context, now int64, final bool) error {
 	var errs []error
-	n := 0
 	for _, t := range *l.tables.Load() {
 		t.keys.each(func(s *slot) {
-			if n++; n%256 == 0 && !final {
-				l.tick()
-			}
 			if final {
 				// Under the lock, so that a lease a check is taking right now is seen too.
 				s.mu.Lock()
@@ -160,9 +127,6 @@ func (l *Leaser) sweep(ctx context.Context, now int64, final bool) error {
 				if b.n == 0 {
 					continue
 				}
-				if !final {
-					l.pauseClock()
-				}
 				sctx, cancel := ctx, context.CancelFunc(func() {})
 				if !final {
 					sctx, cancel = l.storeCtx(now)
@@ -175,31 +139,4 @@ func (l *Leaser) sweep(ctx context.Context, now int64, final bool) error {
 		})
 	}
 	return errors.Join(errs...)
-}
-
-// tick refreshes the process clock if it is ticking, during a long sweep.
-func (l *Leaser) tick() {
-	if l.clock.ticking.Load() {
-		l.clock.advance()
-	}
-}
-
-// pauseClock makes checks read the OS clock while the goroutine waits on the store and cannot
-// refresh the cached reading.
-func (l *Leaser) pauseClock() {
-	l.clockMu.Lock()
-	l.clock.paused = true
-	l.clock.ticking.Store(false)
-	l.clockMu.Unlock()
-}
-
-// resumeClock ends a pause; with fast, the goroutine refreshes the cached reading again.
-func (l *Leaser) resumeClock(fast bool) {
-	l.clockMu.Lock()
-	l.clock.paused = false
-	if fast && !l.clock.stopped {
-		l.clock.advance()
-		l.clock.ticking.Store(true)
-	}
-	l.clockMu.Unlock()
 }

@@ -86,10 +86,9 @@
 // # Clocks
 //
 // A lease's deadline is judged at the instant of the check: sluice.WithNow's instant if the context
-// carries one, else Config.Now, else the process clock, a millisecond reading the background
-// goroutine refreshes while checks flow (reading the OS clock costs more than a local check), and
-// that checks read from the OS while the goroutine waits on the store. A stale reading can only
-// make a lease end late. A fixed window's lease ends at the store's window end read on this clock,
+// carries one, else Config.Now, else the process clock: a millisecond reading refreshed by a ticker
+// while checks flow (reading the OS clock costs more than a local check), the one the memory store
+// reads. A stale reading can only make a lease end late. A fixed window's lease ends at the store's window end read on this clock,
 // so run both clocks in sync (NTP): a process whose clock lags the store's by d may spend a fixed
 // window's lease up to d into the next window. The background goroutine judges deadlines on
 // Config.Now or the process clock, never on a context's instant: set Config.Now when checks carry
@@ -98,11 +97,11 @@
 //
 // # Background work
 //
-// One goroutine per Leaser, never one per key. It takes the leases asked for ahead; every
-// LeaseTTL/4 (at least 1 ms, at most a second) it returns the unspent units of leases past their
-// deadline and forgets keys that hold no units and took no lease for 4 × Target (their rate would
-// size a first lease anyway); while checks flow on the process clock it refreshes that clock every
-// millisecond. Close stops it, then returns every unspent unit.
+// One goroutine per Leaser, never one per key (and the process clock's ticker, while checks read
+// it). It takes the leases asked for ahead; every LeaseTTL/4 (at least 1 ms, at most a second) it
+// returns the unspent units of leases past their deadline and forgets keys that hold no units and
+// took no lease for 4 × Target (their rate would size a first lease anyway). Close stops both, then
+// returns every unspent unit.
 //
 // A Leaser answers from leases under the policy they were taken under: a policy replaced with
 // Limiter.SetPolicies applies to new leases, and a removed policy's leases are spent out until
@@ -118,6 +117,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/msclock"
 )
 
 // Defaults of Config.
@@ -203,9 +203,7 @@ type Leaser struct {
 	// by the address of the name's bytes, and a hit is two compares.
 	recent [64]atomic.Pointer[named]
 
-	clock   clock
-	clockMu sync.Mutex // guards starting, pausing and stopping the clock's ticking
-	wake    chan struct{}
+	clock *msclock.Clock // the process clock, when Config.Now is nil
 	// renewals are the leases whose successor a check asked for, for the goroutine to take.
 	renewals chan renewal
 
@@ -306,7 +304,6 @@ func New(lim *sluice.Limiter, cfg Config) *Leaser {
 		target:   float64(max(orDefault(cfg.Target, DefaultTarget).Milliseconds(), 1)),
 		ahead:    min(max(cfg.Ahead, 0), 1),
 		userNow:  cfg.Now,
-		wake:     make(chan struct{}, 1),
 		renewals: make(chan renewal, 1024),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -315,7 +312,9 @@ func New(lim *sluice.Limiter, cfg Config) *Leaser {
 	l.every = min(max(time.Duration(l.ttl)*time.Millisecond/4, time.Millisecond), time.Second)
 	l.idle = int64(4 * l.target)
 	l.tables.Store(&map[string]*table{})
-	l.clock.init()
+	if cfg.Now == nil {
+		l.clock = msclock.New()
+	}
 	go l.run()
 	return l
 }
@@ -377,13 +376,7 @@ func (l *Leaser) now() int64 {
 	if l.userNow != nil {
 		return l.userNow().UnixMilli()
 	}
-	if l.clock.ticking.Load() {
-		if !l.clock.read.Load() {
-			l.clock.read.Store(true)
-		}
-		return l.clock.ms.Load()
-	}
-	return l.wakeClock()
+	return l.clock.Now()
 }
 
 // askAhead has the goroutine take the lease after ls, once.
@@ -465,10 +458,9 @@ func (l *Leaser) Close(ctx context.Context) error {
 		l.closed.Store(true)
 		close(l.stop)
 		<-l.done
-		l.clockMu.Lock()
-		l.clock.stopped = true
-		l.clock.ticking.Store(false)
-		l.clockMu.Unlock()
+		if l.clock != nil {
+			l.clock.Close()
+		}
 		err = l.sweep(ctx, 0, true)
 	})
 	return err

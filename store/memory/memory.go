@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/internal/msclock"
 	"github.com/sluicehq/sluice/internal/unspent"
 )
 
@@ -56,7 +57,7 @@ type Config struct {
 // sweep; the zero Store is not usable, call New.
 type Store struct {
 	now   func() int64
-	clock *clock // the process clock, nil when Config.Now is set
+	clock *msclock.Clock // the process clock, nil when Config.Now is set
 	seed  uint64
 	max   int64
 	// bindings maps each policy pointer seen to the state of its definition; it is replaced whole
@@ -120,8 +121,8 @@ func New(cfg Config) *Store {
 		done: make(chan struct{}),
 	}
 	if cfg.Now == nil {
-		s.clock = newClock()
-		s.now = s.clock.now
+		s.clock = msclock.New()
+		s.now = s.clock.Now
 	} else {
 		s.now = monotonic(cfg.Now)
 	}
@@ -146,7 +147,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 		<-s.done
 		if s.clock != nil {
-			s.clock.close()
+			s.clock.Close()
 		}
 	})
 	return nil
@@ -308,7 +309,7 @@ func (s *Store) begin(now int64) (int64, error) {
 		s.note(now)
 		return now, nil
 	case s.clock != nil:
-		return s.clock.now(), nil
+		return s.clock.Now(), nil
 	}
 	return s.now(), nil
 }
@@ -332,7 +333,7 @@ func (s *Store) Check(_ context.Context, now int64, p *sluice.Policy, key string
 // limit's verdict, without the Limit and DeniedBy that Check reports.
 func (s *Store) CheckVerdict(_ context.Context, now int64, p *sluice.Policy, key string, cost int64) (_ sluice.Verdict, err error) {
 	if now == 0 && s.clock != nil && !s.closed.Load() {
-		now = s.clock.now() // begin's common case, inlined
+		now = s.clock.Now() // begin's common case, inlined
 	} else if now, err = s.begin(now); err != nil {
 		return sluice.Verdict{}, err
 	}
@@ -573,4 +574,22 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 		part.reset(h, key)
 	}
 	return nil
+}
+
+// monotonic holds a clock at the latest instant it has returned, so that a clock stepping back
+// never replays time a limit has already spent.
+func monotonic(now func() int64) func() int64 {
+	var latest atomic.Int64
+	return func() int64 {
+		t := now()
+		for {
+			l := latest.Load()
+			if t <= l {
+				return l
+			}
+			if latest.CompareAndSwap(l, t) {
+				return t
+			}
+		}
+	}
 }

@@ -1,4 +1,6 @@
-package memory
+// Package msclock is the process clock in epoch milliseconds, cheap enough to read on every check:
+// the memory store's decisions and the leases' deadlines read it.
+package msclock
 
 import (
 	"sync"
@@ -6,15 +8,15 @@ import (
 	"time"
 )
 
-// clock serves epoch milliseconds for the store's decisions. Reading the OS clock costs about as
-// much as a whole check, and decisions only need milliseconds, so while checks are flowing a ticker
+// Clock serves epoch milliseconds. Reading the OS clock costs about as much as a whole rate-limit
+// check, and checks only need milliseconds, so while checks are flowing a ticker
 // refreshes a cached reading every millisecond and a check just loads it. After a second with no
 // reader the ticker stops, and the next read takes the OS clock itself and starts it again: an idle
-// store costs nothing.
+// clock costs nothing. Close stops the ticker for good; later reads take the OS clock.
 //
 // The wall clock is read once, at start; time then advances with the monotonic clock, so readings
 // never run backwards, whatever happens to the wall clock.
-type clock struct {
+type Clock struct {
 	ms    atomic.Int64 // the latest reading
 	state atomic.Int32 // clockStopped, clockUnread or clockRead
 
@@ -38,22 +40,24 @@ const (
 // idleTicks is how many ticks without a reader stop the ticker.
 const idleTicks = 1000
 
-func newClock() *clock {
+// New returns a Clock, its ticker not yet started. A Clock is safe for concurrent use.
+func New() *Clock {
 	start := time.Now()
-	c := &clock{start: start, base: start.UnixMilli(), stop: make(chan struct{})}
+	c := &Clock{start: start, base: start.UnixMilli(), stop: make(chan struct{})}
 	c.ms.Store(c.base)
 	return c
 }
 
-func (c *clock) now() int64 {
+// Now is the time in epoch milliseconds: never less than an earlier reading.
+func (c *Clock) Now() int64 {
 	if c.state.Load() == clockRead {
 		return c.ms.Load()
 	}
 	return c.mark()
 }
 
-// mark is now for the first read since a tick: it tells the ticker a reader came, or wakes it.
-func (c *clock) mark() int64 {
+// mark is Now for the first read since a tick: it tells the ticker a reader came, or wakes it.
+func (c *Clock) mark() int64 {
 	if c.state.CompareAndSwap(clockUnread, clockRead) || c.state.Load() == clockRead {
 		return c.ms.Load()
 	}
@@ -61,7 +65,7 @@ func (c *clock) mark() int64 {
 }
 
 // advance refreshes the reading, never backwards.
-func (c *clock) advance() int64 {
+func (c *Clock) advance() int64 {
 	t := c.base + time.Since(c.start).Milliseconds()
 	for {
 		old := c.ms.Load()
@@ -75,7 +79,7 @@ func (c *clock) advance() int64 {
 }
 
 // wake reads the OS clock and starts the ticker unless the clock is closed.
-func (c *clock) wake() int64 {
+func (c *Clock) wake() int64 {
 	t := c.advance()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,7 +91,7 @@ func (c *clock) wake() int64 {
 	return t
 }
 
-func (c *clock) tick() {
+func (c *Clock) tick() {
 	defer c.wg.Done()
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
@@ -114,8 +118,8 @@ func (c *clock) tick() {
 	}
 }
 
-// close stops the ticker; later reads take the OS clock. It is idempotent.
-func (c *clock) close() {
+// Close stops the ticker; later reads take the OS clock. It is idempotent.
+func (c *Clock) Close() {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
@@ -124,22 +128,4 @@ func (c *clock) close() {
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
-}
-
-// monotonic holds a clock at the latest instant it has returned, so that a clock stepping back
-// never replays time a limit has already spent.
-func monotonic(now func() int64) func() int64 {
-	var latest atomic.Int64
-	return func() int64 {
-		t := now()
-		for {
-			l := latest.Load()
-			if t <= l {
-				return l
-			}
-			if latest.CompareAndSwap(l, t) {
-				return t
-			}
-		}
-	}
 }
