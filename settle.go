@@ -2,20 +2,12 @@ package sluice
 
 import "context"
 
-// Debiter is a Store that can charge a key past its limit (Limiter.Debit). The memory, Redis and
-// PostgreSQL stores are Debiters.
-type Debiter interface {
-	// Debit charges cost to key under every limit of p that counts cost, whatever the limit: the
-	// key may go into debt, and its checks are then denied until the limit's rate has paid it back.
-	Debit(ctx context.Context, now int64, p *Policy, key string, cost int64) error
-}
-
 // Debit charges cost units to key under the named policy as an admitted check of that cost would,
 // but without the test, so the key may go into debt past its ceiling: its checks are then denied,
 // with a retryAfterMs saying when the limit's own rate will have paid the debt back. Limits that
 // count requests are left alone (the request was counted when it was checked). A cost above the
 // policy's MaxCost is allowed: debt has no ceiling but 2^53, where float64 stops counting whole
-// units. A store that cannot debit answers ErrUnsupported.
+// units.
 func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) error {
 	e, err := l.entry(policy)
 	if err != nil {
@@ -27,11 +19,7 @@ func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) err
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	d, ok := l.store.(Debiter)
-	if !ok {
-		return ErrUnsupported
-	}
-	return d.Debit(ctx, NowFrom(ctx), e.policy, key, cost)
+	return l.store.Debit(ctx, NowFrom(ctx), e.policy, key, cost)
 }
 
 // Settle ends a reservation: a Check of reserved units taken before work whose real cost was

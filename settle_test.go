@@ -92,21 +92,3 @@ func TestSettleBadInput(t *testing.T) {
 		t.Fatalf("bad input changed state: %+v", d)
 	}
 }
-
-// A store that cannot debit answers ErrUnsupported to a settle that would debit, and still
-// refunds.
-func TestSettleUnsupported(t *testing.T) {
-	type plainStore struct{ sluice.Store } // hides the memory store's Debit
-	lim, err := sluice.New(plainStore{newStore(t, t0)}, llmPolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := at(t0)
-	mustCheck(t, lim, ctx, "gpt", "k", 100)
-	if err := lim.Settle(ctx, "gpt", "k", 100, 200); !errors.Is(err, sluice.ErrUnsupported) {
-		t.Fatalf("debit through a store without Debit: %v, want ErrUnsupported", err)
-	}
-	if err := lim.Settle(ctx, "gpt", "k", 100, 50); err != nil {
-		t.Fatalf("refund through a store without Debit: %v", err)
-	}
-}

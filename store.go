@@ -28,6 +28,9 @@ type Store interface {
 	// Refund gives cost units back to key from the limits of p that count cost, never past a
 	// limit's ceiling.
 	Refund(ctx context.Context, now int64, p *Policy, key string, cost int64) error
+	// Debit charges cost to key under every limit of p that counts cost, whatever the limit: the
+	// key may go into debt, and its checks are then denied until the limit's rate has paid it back.
+	Debit(ctx context.Context, now int64, p *Policy, key string, cost int64) error
 	// Reset forgets key under p, as if it had never been seen.
 	Reset(ctx context.Context, p *Policy, key string) error
 }

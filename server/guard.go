@@ -333,15 +333,10 @@ func (g *guard) check(parent, ctx context.Context, err error) error {
 	return g.refuse(err)
 }
 
-// Debit implements sluice.Debiter when the store does; it answers sluice.ErrUnsupported otherwise.
 func (g *guard) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
-	d, ok := g.inner.(sluice.Debiter)
-	if !ok {
-		return sluice.ErrUnsupported
-	}
 	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := d.Debit(bounded, now, p, key, cost)
+	err := g.inner.Debit(bounded, now, p, key, cost)
 	if g.failed(ctx, bounded, err) {
 		return g.refuse(err)
 	}

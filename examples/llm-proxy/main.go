@@ -109,9 +109,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if _, ok := store.(sluice.Debiter); !ok {
-		logger.Printf("store %s cannot debit: an answer longer than its reservation is charged the reservation only", storeName(*storeURL))
-	}
 	for _, l := range limits {
 		logger.Printf("model %s: %d requests and %d tokens a minute per key, bursts of %d tokens", l.Name, l.RPM, l.TPM, p.models[l.Name].policy.MaxCost())
 	}

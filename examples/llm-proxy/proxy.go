@@ -230,8 +230,7 @@ func (p *Proxy) chat(w http.ResponseWriter, r *http.Request) {
 	// Settle even when the client has gone: the upstream may have done the work.
 	sctx := at(context.WithoutCancel(r.Context()), p.instant())
 	if err := p.lim.Settle(sctx, m.Name, key, estimate, actual); err != nil {
-		// A store without Debit (sluice.ErrUnsupported) cannot charge an answer longer than its
-		// reservation: the key is then charged the reservation only.
+		// A store that cannot answer leaves the key charged the reservation only.
 		m.settleErrs.Add(1)
 		p.logf("settle %s: reserved %d, used %d: %v", m.Name, estimate, actual, err)
 	} else if actual < estimate {

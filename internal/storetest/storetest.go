@@ -88,8 +88,7 @@ var Keys = []string{"a", "b", "c", "a key longer than sixteen bytes"}
 
 // SameAsMemory replays steps random operations from seed (every operation, Debit included, every
 // strategy, composite policies, keys repeated within one call) of Policies and Daily, on Keys, on s
-// and on a fresh memory store at the same instants, and fails at the first answer that differs. s
-// must be a sluice.Debiter.
+// and on a fresh memory store at the same instants, and fails at the first answer that differs.
 func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 	t.Helper()
 	ms := memory.New(memory.Config{})
@@ -153,11 +152,7 @@ func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 		case op < 20:
 			what = fmt.Sprintf("Debit(%s, cost %d)", p.Name(), 5*cost)
 			k := key()
-			d, ok := s.(sluice.Debiter)
-			if !ok {
-				t.Fatalf("%T does not implement sluice.Debiter", s)
-			}
-			got, want = d.Debit(ctx, now, p, k, 5*cost), ms.Debit(ctx, now, p, k, 5*cost)
+			got, want = s.Debit(ctx, now, p, k, 5*cost), ms.Debit(ctx, now, p, k, 5*cost)
 		default:
 			what = fmt.Sprintf("Reset(%s)", p.Name())
 			k := key()
@@ -307,8 +302,8 @@ func StrategyChange(t *testing.T, s sluice.Store) {
 					t.Errorf("%T then %T: %s: %+v", from, to, op, d)
 				}
 			}
-			if d, ok := s.(sluice.Debiter); ok {
-				if err := d.Debit(ctx, t0+11, after, key, 1); err != nil {
+			{
+				if err := s.Debit(ctx, t0+11, after, key, 1); err != nil {
 					t.Errorf("%T then %T: Debit: %v", from, to, err)
 				}
 				if _, err := s.Check(ctx, t0+12, after, key, 1); err != nil {

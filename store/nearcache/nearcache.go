@@ -501,15 +501,10 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	return err
 }
 
-// Debit implements sluice.Debiter when the inner store does, and answers sluice.ErrUnsupported
-// otherwise. A debit only makes a key's denials longer, so a cached denial stays true; the cache
-// asks the store again when it ends.
+// Debit implements sluice.Store. A debit only makes a key's denials longer, so a cached denial
+// stays true; the cache asks the store again when it ends.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
-	d, ok := s.inner.(sluice.Debiter)
-	if !ok {
-		return sluice.ErrUnsupported
-	}
-	return d.Debit(ctx, now, p, key, cost)
+	return s.inner.Debit(ctx, now, p, key, cost)
 }
 
 // Reset implements sluice.Store: the inner store forgets the key, and so does the cache.

@@ -151,7 +151,6 @@ type Store struct {
 
 var (
 	_ sluice.Store   = (*Store)(nil)
-	_ sluice.Debiter = (*Store)(nil)
 )
 
 // statements are the store's SQL, with the schema filled in.
@@ -580,7 +579,7 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
-// Debit implements sluice.Debiter: one statement charges cost to every limit of p that counts
+// Debit implements sluice.Store: one statement charges cost to every limit of p that counts
 // cost, past the limit if need be, making the rows it lacks; limits that count requests are left
 // alone.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {

@@ -121,7 +121,6 @@ type Store struct {
 
 var (
 	_ sluice.Store   = (*Store)(nil)
-	_ sluice.Debiter = (*Store)(nil)
 )
 
 // New returns a Store on client. The caller keeps ownership of client: Close does not close it.
@@ -902,7 +901,7 @@ func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
-// Debit implements sluice.Debiter: one script charges cost to every limit of p that counts cost,
+// Debit implements sluice.Store: one script charges cost to every limit of p that counts cost,
 // past the limit if need be; limits that count requests are left alone.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	return s.onCostLimits(ctx, opDebit, now, p, key, cost)
