@@ -51,10 +51,9 @@ type Forecast struct {
 }
 
 // Verdict is the decision of a single limit without the fields its policy fixes: Limit, and
-// DeniedBy, which is -1 when allowed and 0 when denied. It is four words, so a Go function returns it
-// in registers; a Decision is too big for that and goes through memory, copied at every return, and
-// on the hot path those copies cost more than the decision itself. Stores and package algo decide
-// in Verdicts; Decision builds the full answer.
+// DeniedBy, which is -1 when allowed and 0 when denied. It is small enough to return without the
+// copies a Decision costs on a hot path (CheckVerdict). Stores and package algo decide in
+// Verdicts; Decision builds the full answer.
 type Verdict struct {
 	Allowed      bool
 	Remaining    int64

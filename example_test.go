@@ -12,6 +12,36 @@ import (
 // exampleNow is the instant the examples decide at: 2023-11-14T22:13:20Z in epoch ms.
 const exampleNow int64 = 1_700_000_000_000
 
+// A hundred requests a minute per user, in bursts of up to 20: the 21st request at one instant is
+// denied and told when to come back.
+func Example() {
+	store := memory.New(memory.Config{})
+	defer store.Close()
+	lim, err := sluice.New(store, sluice.MustPolicy("api", sluice.Limit{
+		Strategy: sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 20},
+	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := sluice.WithNow(context.Background(), exampleNow)
+	for i := 1; i <= 21; i++ {
+		d, err := lim.Check(ctx, "api", "user:42", 1)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if !d.Allowed {
+			fmt.Printf("request %d denied, retry after %v\n", i, d.RetryAfter())
+		} else if i == 20 {
+			fmt.Printf("request %d allowed, %d left\n", i, d.Remaining)
+		}
+	}
+	// Output:
+	// request 20 allowed, 0 left
+	// request 21 denied, retry after 600ms
+}
+
 // A per-model policy: at most 500 requests a minute, each counted as 1, and 30000 tokens a minute
 // with a burst of two minutes' worth.
 func ExampleNewPolicy() {

@@ -150,17 +150,15 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 	if v.Allowed {
 		deniedBy = -1
 	}
-	// v.Decision(e.limit), spelled out: the result of an inlined call is copied through memory once
-	// more, 16 bytes at a time from stores of 8, which stalls (see Verdict).
+	// v.Decision(e.limit), spelled out: the inlined call costs one more copy of the Decision.
 	return Decision{Allowed: v.Allowed, Limit: e.limit, Remaining: v.Remaining, ResetAt: v.ResetAt, RetryAfterMs: v.RetryAfterMs, DeniedBy: deniedBy}, nil
 }
 
 // CheckVerdict is Check for a caller that needs only the Verdict: whether the cost was admitted,
 // what remains, and when to come back. It consumes exactly what Check would, and counts alike.
 //
-// It exists for the hot path. A Verdict is four words, which Go returns in registers; a Decision is
-// returned through memory, and the caller's copy of it costs a few nanoseconds, a sixth of a check
-// of a hot key in memory. The fields it leaves out are fixed by the policy for a policy of one
+// It exists for the hot path, where returning a whole Decision costs a measurable share of a
+// check of a hot key in memory (docs/benchmarks.md). The fields it leaves out are fixed by the policy for a policy of one
 // limit (Limit is the ceiling of its limit, DeniedBy is -1 when allowed and 0 when denied); for a
 // composite policy the Verdict is the binding limit's, as Check reports it.
 func (l *Limiter) CheckVerdict(ctx context.Context, policy, key string, cost int64) (Verdict, error) {
