@@ -17,7 +17,7 @@ import (
 // the call failed, and a check that Redis counted anyway would spend a limit on something that was
 // never admitted. So every script that consumes carries an instant to give up (giveUpAt), which it
 // compares with Redis's clock before it touches a key, and past which it answers LATE and counts
-// nothing (luaClock in scripts.go). What is left is a reply that takes longer than the margin to
+// nothing (lua/clock.lua). What is left is a reply that takes longer than the margin to
 // come back; docs/redis.md has that bound.
 
 // consumes reports whether a script of operation o spends a limit: those carry an instant to give
@@ -56,7 +56,7 @@ func (c *call) setGiveUp(at int64) { c.head[2] = strconv.FormatInt(at, 10) }
 var errLate = fmt.Errorf("%w: redis store: the script reached Redis after its instant to give up: %w",
 	sluice.ErrUnavailable, context.DeadlineExceeded)
 
-// late reports whether r is a script's LATE answer (luaClock).
+// late reports whether r is a script's LATE answer (lua/clock.lua).
 func late(r rueidis.RedisResult) bool {
 	e, ok := rueidis.IsRedisErr(r.Error())
 	return ok && strings.HasPrefix(e.Error(), "LATE")

@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// gcraReply builds the reply luaGCRABatch sends: now, each step's TAT before it, an admitted byte each.
+// gcraReply builds the reply a GCRA batch (lua/batch.lua) sends: now, each step's TAT before it, an admitted byte each.
 func gcraReply(now float64, before []float64, admitted string) string {
 	b := binary.LittleEndian.AppendUint64(nil, math.Float64bits(now))
 	for _, tat := range before {
