@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // ErrUnauthorized means the server refused the bearer token (or its absence): HTTP 401.
@@ -242,16 +243,16 @@ func (c *Client) Settle(ctx context.Context, policy, key string, reserved, actua
 }
 
 // Admit takes one of limit concurrency slots of (name, key) for holder until its lease of ttlMs
-// ends, or renews the slot holder holds (sluice.Concurrency). It never fails open: a failure is
+// ends, or renews the slot holder holds (package concurrency). It never fails open: a failure is
 // the caller's to decide on.
-func (c *Client) Admit(ctx context.Context, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
-	var a sluice.Admission
+func (c *Client) Admit(ctx context.Context, name, key, holder string, limit, ttlMs int64) (concurrency.Admission, error) {
+	var a concurrency.Admission
 	err := c.call(ctx, "/v1/admit", slotRequest{Name: name, Key: key, Holder: holder, Limit: limit, TTLMs: ttlMs, Now: sluice.NowFrom(ctx)}, &a)
 	return a, err
 }
 
 // Heartbeat extends holder's lease of a slot of (name, key) to ttlMs from now; an error matching
-// sluice.ErrNotHeld means the lease ran out, and the holder must stop or Admit again.
+// concurrency.ErrNotHeld means the lease ran out, and the holder must stop or Admit again.
 func (c *Client) Heartbeat(ctx context.Context, name, key, holder string, ttlMs int64) error {
 	return c.call(ctx, "/v1/heartbeat", slotRequest{Name: name, Key: key, Holder: holder, TTLMs: ttlMs, Now: sluice.NowFrom(ctx)}, nil)
 }
@@ -486,7 +487,7 @@ func errorFrom(path string, resp *http.Response) error {
 	case code == "not_found":
 		e.Err = sluice.ErrUnknownPolicy
 	case code == "not_held":
-		e.Err = sluice.ErrNotHeld
+		e.Err = concurrency.ErrNotHeld
 	case code == "unauthorized":
 		e.Err = ErrUnauthorized
 	case code == "unimplemented":

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/httpapi"
@@ -38,7 +39,7 @@ func TestConcurrency(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := newClient(t, srv.URL, client.Options{})
 	ctx := context.Background()
-	admit := func(holder string) sluice.Admission {
+	admit := func(holder string) concurrency.Admission {
 		t.Helper()
 		a, err := c.Admit(ctx, "jobs", "tenant", holder, 2, 60_000)
 		if err != nil {
@@ -62,7 +63,7 @@ func TestConcurrency(t *testing.T) {
 	if err := c.Heartbeat(ctx, "jobs", "tenant", "b", 60_000); err != nil {
 		t.Fatalf("b's heartbeat: %v", err)
 	}
-	if err := c.Heartbeat(ctx, "jobs", "tenant", "a", 60_000); !errors.Is(err, sluice.ErrNotHeld) {
+	if err := c.Heartbeat(ctx, "jobs", "tenant", "a", 60_000); !errors.Is(err, concurrency.ErrNotHeld) {
 		t.Fatalf("a's heartbeat after its release: %v, want ErrNotHeld", err)
 	}
 	_, err := c.Admit(ctx, "jobs", "tenant", "d", 0, 60_000)

@@ -48,6 +48,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -298,7 +299,7 @@ func (c *Config) bounds(f file) *Error {
 	}
 	if f.MaxSlotTTL != "" {
 		d, err := time.ParseDuration(f.MaxSlotTTL)
-		if err != nil || d < time.Millisecond || d.Milliseconds() > sluice.MaxConcurrencyTTLMs {
+		if err != nil || d < time.Millisecond || d.Milliseconds() > concurrency.MaxTTLMs {
 			return fail("maxSlotTtl", "must be a duration from 1ms to about 35 years, such as 1h, got %q", f.MaxSlotTTL)
 		}
 		c.MaxSlotTTL = d

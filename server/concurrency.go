@@ -6,29 +6,30 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/config"
 )
 
 // Admit takes one of limit slots of (name, key) for holder until its lease of ttlMs ends, or
-// renews holder's slot (sluice.Concurrency). A store without concurrency limits answers
+// renews holder's slot (package concurrency). A store without concurrency limits answers
 // sluice.ErrUnsupported.
-func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
+func (s *Server) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (concurrency.Admission, error) {
 	start := time.Now()
 	defer s.observe("admit", start)
 	if err := s.slotBounds(limit, ttlMs); err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	ctx, err := s.at(ctx, now)
 	if err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	c, err := s.concurrency()
 	if err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
-	a, err := c.Admit(bounded, sluice.NowFrom(ctx), name, key, holder, limit, ttlMs)
+	a, err := c.Admit(bounded, name, key, holder, limit, ttlMs)
 	return a, s.guard.check(ctx, bounded, err)
 }
 
@@ -46,7 +47,7 @@ func (s *Server) Release(ctx context.Context, name, key, holder string) error {
 }
 
 // Heartbeat extends holder's lease of a slot of (name, key) to ttlMs from now, or answers
-// sluice.ErrNotHeld when the holder holds none (its lease ran out: it must stop, or Admit again).
+// concurrency.ErrNotHeld when the holder holds none (its lease ran out: it must stop, or Admit again).
 func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder string, ttlMs int64) error {
 	start := time.Now()
 	defer s.observe("heartbeat", start)
@@ -63,7 +64,7 @@ func (s *Server) Heartbeat(ctx context.Context, now int64, name, key, holder str
 	}
 	bounded, cancel := s.guard.bound(ctx)
 	defer cancel()
-	return s.guard.check(ctx, bounded, c.Heartbeat(bounded, sluice.NowFrom(ctx), name, key, holder, ttlMs))
+	return s.guard.check(ctx, bounded, c.Heartbeat(bounded, name, key, holder, ttlMs))
 }
 
 // slotBounds refuses a slot limit or lease longer than the config's ceilings (maxSlotLimit,
@@ -86,11 +87,10 @@ func (s *Server) slotBounds(limit, ttlMs int64) error {
 	return nil
 }
 
-// concurrency is the store's concurrency limits, or sluice.ErrUnsupported.
-func (s *Server) concurrency() (sluice.Concurrency, error) {
-	c, ok := s.guard.inner.(sluice.Concurrency)
-	if !ok {
+// concurrency is the front door of the store's concurrency limits, or sluice.ErrUnsupported.
+func (s *Server) concurrency() (*concurrency.Limiter, error) {
+	if s.slots == nil {
 		return nil, sluice.ErrUnsupported
 	}
-	return c, nil
+	return s.slots, nil
 }

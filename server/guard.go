@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -327,7 +328,7 @@ func (g *guard) Refund(ctx context.Context, now int64, p *sluice.Policy, key str
 // check counts a store failure of a call that has no fail mode (concurrency limits): it is
 // ErrUnavailable, and anything else, a holder not holding its slot included, is as it was.
 func (g *guard) check(parent, ctx context.Context, err error) error {
-	if errors.Is(err, sluice.ErrNotHeld) || !g.failed(parent, ctx, err) {
+	if errors.Is(err, concurrency.ErrNotHeld) || !g.failed(parent, ctx, err) {
 		return err
 	}
 	return g.refuse(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/store/nearcache"
@@ -46,8 +47,9 @@ type Server struct {
 	lim     *sluice.Limiter
 	guard   *guard
 	metrics *metrics
-	leaser  *lease.Leaser // answers the checks of policies with lease: true; nil over the memory store
-	timeout time.Duration // the store's default timeout, for a config that sets none
+	leaser  *lease.Leaser        // answers the checks of policies with lease: true; nil over the memory store
+	slots   *concurrency.Limiter // the store's concurrency limits; nil if it has none
+	timeout time.Duration        // the store's default timeout, for a config that sets none
 	// answered is set once the store has answered a Ping: until then Ready fails whatever the
 	// fail modes, so that a store unreachable from the start (a typo in its URL) is never ready.
 	answered atomic.Bool
@@ -80,6 +82,9 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 		s.log = slog.Default()
 	}
 	s.guard = &guard{inner: store, srv: s}
+	if c, ok := store.(concurrency.Store); ok {
+		s.slots = concurrency.New(c)
+	}
 	s.cfg.Store(cfg)
 	var front sluice.Store = s.guard
 	if !opts.Local {
@@ -289,7 +294,7 @@ func CodeOf(err error) Code {
 		return CodeUnavailable
 	case errors.Is(err, sluice.ErrUnsupported):
 		return CodeUnimplemented
-	case errors.Is(err, sluice.ErrNotHeld):
+	case errors.Is(err, concurrency.ErrNotHeld):
 		return CodeNotHeld
 	}
 	return CodeInternal

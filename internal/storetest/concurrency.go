@@ -12,14 +12,15 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 )
 
 // OpenConcurrency returns n clients of one fresh, empty store: for a shared store n clients of
 // their own (connections, pools), as n processes would have; an embedded store may return one store
 // n times. The clients are closed when the test ends.
-type OpenConcurrency func(t *testing.T, n int) []sluice.Concurrency
+type OpenConcurrency func(t *testing.T, n int) []concurrency.Store
 
-// Concurrency is the contract of sluice.Concurrency, which every store implementing it must pass:
+// Concurrency is the contract of concurrency.Store, which every store implementing it must pass:
 // admission up to the limit and not past it, renewal, release, heartbeat, expiry at the lease's
 // instant, bad input, the store's clock, and exactness under goroutines racing on several clients.
 // Instants are explicit (no sleeps) but where the store's clock is the point.
@@ -39,13 +40,13 @@ func Concurrency(t *testing.T, open OpenConcurrency) {
 
 // admission is what an Admit answered, for messages.
 type admission struct {
-	a   sluice.Admission
+	a   concurrency.Admission
 	err error
 }
 
 func (a admission) String() string { return fmt.Sprintf("%+v, %v", a.a, a.err) }
 
-func mustAdmit(t *testing.T, c sluice.Concurrency, now int64, name, key, holder string, limit, ttl int64, want sluice.Admission) {
+func mustAdmit(t *testing.T, c concurrency.Store, now int64, name, key, holder string, limit, ttl int64, want concurrency.Admission) {
 	t.Helper()
 	a, err := c.Admit(context.Background(), now, name, key, holder, limit, ttl)
 	if err != nil || a != want {
@@ -53,15 +54,15 @@ func mustAdmit(t *testing.T, c sluice.Concurrency, now int64, name, key, holder 
 	}
 }
 
-func allowed(inFlight, limit int64) sluice.Admission {
-	return sluice.Admission{Allowed: true, InFlight: inFlight, Limit: limit}
+func allowed(inFlight, limit int64) concurrency.Admission {
+	return concurrency.Admission{Allowed: true, InFlight: inFlight, Limit: limit}
 }
 
-func denied(inFlight, limit, retry int64) sluice.Admission {
-	return sluice.Admission{InFlight: inFlight, Limit: limit, RetryAfterMs: retry}
+func denied(inFlight, limit, retry int64) concurrency.Admission {
+	return concurrency.Admission{InFlight: inFlight, Limit: limit, RetryAfterMs: retry}
 }
 
-func mustHeartbeat(t *testing.T, c sluice.Concurrency, now int64, name, key, holder string, ttl int64, want error) {
+func mustHeartbeat(t *testing.T, c concurrency.Store, now int64, name, key, holder string, ttl int64, want error) {
 	t.Helper()
 	err := c.Heartbeat(context.Background(), now, name, key, holder, ttl)
 	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
@@ -69,7 +70,7 @@ func mustHeartbeat(t *testing.T, c sluice.Concurrency, now int64, name, key, hol
 	}
 }
 
-func mustRelease(t *testing.T, c sluice.Concurrency, name, key, holder string) {
+func mustRelease(t *testing.T, c concurrency.Store, name, key, holder string) {
 	t.Helper()
 	if err := c.Release(context.Background(), name, key, holder); err != nil {
 		t.Fatalf("Release(%s, %s, %s): %v", name, key, holder, err)
@@ -78,7 +79,7 @@ func mustRelease(t *testing.T, c sluice.Concurrency, name, key, holder string) {
 
 // concurrencyAdmitsLimit: limit 3 admits three holders, and the fourth is denied until the earliest
 // lease expires.
-func concurrencyAdmitsLimit(t *testing.T, c sluice.Concurrency) {
+func concurrencyAdmitsLimit(t *testing.T, c concurrency.Store) {
 	mustAdmit(t, c, t0, "jobs", "k", "h0", 3, 1000, allowed(1, 3))
 	mustAdmit(t, c, t0+10, "jobs", "k", "h1", 3, 1000, allowed(2, 3))
 	mustAdmit(t, c, t0+20, "jobs", "k", "h2", 3, 1000, allowed(3, 3))
@@ -95,7 +96,7 @@ func concurrencyAdmitsLimit(t *testing.T, c sluice.Concurrency) {
 }
 
 // concurrencyRenew: Admit of a holder that holds a slot renews its lease and takes no second slot.
-func concurrencyRenew(t *testing.T, c sluice.Concurrency) {
+func concurrencyRenew(t *testing.T, c concurrency.Store) {
 	mustAdmit(t, c, t0, "jobs", "k", "h0", 2, 1000, allowed(1, 2))
 	mustAdmit(t, c, t0+100, "jobs", "k", "h0", 2, 1000, allowed(1, 2))
 	mustAdmit(t, c, t0+200, "jobs", "k", "h0", 2, 1000, allowed(1, 2))
@@ -115,7 +116,7 @@ func concurrencyRenew(t *testing.T, c sluice.Concurrency) {
 }
 
 // concurrencyRelease: Release frees a slot at once; releasing a slot not held is a no-op.
-func concurrencyRelease(t *testing.T, c sluice.Concurrency) {
+func concurrencyRelease(t *testing.T, c concurrency.Store) {
 	mustRelease(t, c, "jobs", "never", "h0") // a key never seen
 	mustAdmit(t, c, t0, "jobs", "k", "h0", 2, 1000, allowed(1, 2))
 	mustAdmit(t, c, t0+10, "jobs", "k", "h1", 2, 1000, allowed(2, 2))
@@ -125,7 +126,7 @@ func concurrencyRelease(t *testing.T, c sluice.Concurrency) {
 	mustRelease(t, c, "jobs", "k", "nobody") // never admitted
 	mustAdmit(t, c, t0+30, "jobs", "k", "h2", 2, 1000, allowed(2, 2))
 	mustAdmit(t, c, t0+40, "jobs", "k", "h0", 2, 1000, denied(2, 2, 970)) // h1's lease
-	mustHeartbeat(t, c, t0+50, "jobs", "k", "h0", 1000, sluice.ErrNotHeld)
+	mustHeartbeat(t, c, t0+50, "jobs", "k", "h0", 1000, concurrency.ErrNotHeld)
 	// Releasing every holder leaves the key as if never seen.
 	mustRelease(t, c, "jobs", "k", "h1")
 	mustRelease(t, c, "jobs", "k", "h2")
@@ -135,7 +136,7 @@ func concurrencyRelease(t *testing.T, c sluice.Concurrency) {
 }
 
 // concurrencyHeartbeat: Heartbeat extends a held lease.
-func concurrencyHeartbeat(t *testing.T, c sluice.Concurrency) {
+func concurrencyHeartbeat(t *testing.T, c concurrency.Store) {
 	mustAdmit(t, c, t0, "jobs", "k", "h0", 1, 1000, allowed(1, 1))
 	mustHeartbeat(t, c, t0+900, "jobs", "k", "h0", 1000, nil)
 	mustAdmit(t, c, t0+1500, "jobs", "k", "h1", 1, 1000, denied(1, 1, 400))
@@ -143,27 +144,27 @@ func concurrencyHeartbeat(t *testing.T, c sluice.Concurrency) {
 	mustAdmit(t, c, t0+1900, "jobs", "k", "h1", 1, 1000, denied(1, 1, 4900))
 	mustHeartbeat(t, c, t0+6799, "jobs", "k", "h0", 1, nil) // the lease now ends at +6800
 	mustAdmit(t, c, t0+6800, "jobs", "k", "h1", 1, 1000, allowed(1, 1))
-	mustHeartbeat(t, c, t0+6800, "jobs", "k", "h0", 1000, sluice.ErrNotHeld)
-	mustHeartbeat(t, c, t0+6800, "jobs", "k", "nobody", 1000, sluice.ErrNotHeld)
-	mustHeartbeat(t, c, t0+6800, "jobs", "never", "h0", 1000, sluice.ErrNotHeld)
+	mustHeartbeat(t, c, t0+6800, "jobs", "k", "h0", 1000, concurrency.ErrNotHeld)
+	mustHeartbeat(t, c, t0+6800, "jobs", "k", "nobody", 1000, concurrency.ErrNotHeld)
+	mustHeartbeat(t, c, t0+6800, "jobs", "never", "h0", 1000, concurrency.ErrNotHeld)
 	mustRelease(t, c, "jobs", "k", "h1")
-	mustHeartbeat(t, c, t0+6810, "jobs", "k", "h1", 1000, sluice.ErrNotHeld)
+	mustHeartbeat(t, c, t0+6810, "jobs", "k", "h1", 1000, concurrency.ErrNotHeld)
 }
 
 // concurrencyExpiry: a holder that stops heartbeating (a crash) loses its slot when its lease ends,
 // and learns it from Heartbeat; until then nobody takes it.
-func concurrencyExpiry(t *testing.T, c sluice.Concurrency) {
+func concurrencyExpiry(t *testing.T, c concurrency.Store) {
 	mustAdmit(t, c, t0, "jobs", "k", "dead", 2, 1000, allowed(1, 2))
 	mustAdmit(t, c, t0+100, "jobs", "k", "live", 2, 5000, allowed(2, 2))
 	mustAdmit(t, c, t0+999, "jobs", "k", "new", 2, 1000, denied(2, 2, 1))
 	// Nobody has admitted since the lease ended: Heartbeat still says it is gone.
-	mustHeartbeat(t, c, t0+1000, "jobs", "k", "dead", 1000, sluice.ErrNotHeld)
-	mustHeartbeat(t, c, t0+1001, "jobs", "k", "dead", 1000, sluice.ErrNotHeld)
+	mustHeartbeat(t, c, t0+1000, "jobs", "k", "dead", 1000, concurrency.ErrNotHeld)
+	mustHeartbeat(t, c, t0+1001, "jobs", "k", "dead", 1000, concurrency.ErrNotHeld)
 	mustAdmit(t, c, t0+1002, "jobs", "k", "new", 2, 1000, allowed(2, 2))
 	// The holder that came back must be admitted again, like any other.
 	mustAdmit(t, c, t0+1003, "jobs", "k", "dead", 2, 1000, denied(2, 2, 999))
 	// Every lease over: the key is empty.
-	mustHeartbeat(t, c, t0+5100, "jobs", "k", "live", 1000, sluice.ErrNotHeld)
+	mustHeartbeat(t, c, t0+5100, "jobs", "k", "live", 1000, concurrency.ErrNotHeld)
 	mustAdmit(t, c, t0+5100, "jobs", "k", "dead", 1, 1000, allowed(1, 1))
 	// A lease of 1 ms lasts exactly one instant.
 	mustAdmit(t, c, t0+7000, "jobs", "short", "a", 1, 1, allowed(1, 1))
@@ -172,7 +173,7 @@ func concurrencyExpiry(t *testing.T, c sluice.Concurrency) {
 }
 
 // concurrencyKeysApart: each (name, key) has slots of its own, however the strings are cut.
-func concurrencyKeysApart(t *testing.T, c sluice.Concurrency) {
+func concurrencyKeysApart(t *testing.T, c concurrency.Store) {
 	pairs := [][2]string{{"jobs", "k"}, {"jobs", "k2"}, {"other", "k"}, {"a:b", "c"}, {"a", "b:c"}, {"a}", "{b"}, {"a", "}{b"},
 		{"jobs", "a\x00b"}, {"jobs", "a\x00c"}, {"jobs", "\xff"}, {"jobs", "\x01"}, {"jobs", "\x01ff"}, {"\xfe", "k"}}
 	for i, p := range pairs {
@@ -204,20 +205,22 @@ func concurrencyKeysApart(t *testing.T, c sluice.Concurrency) {
 	mustAdmit(t, c, t0+2, long[0], long[1], long[0], 1, 1000, allowed(1, 1))
 }
 
-// concurrencyBadInput: bad input is an *InvalidError naming the field, and changes nothing.
-func concurrencyBadInput(t *testing.T, c sluice.Concurrency) {
-	ctx := context.Background()
+// concurrencyBadInput: bad input, through the front door (concurrency.Limiter), is an
+// *InvalidError naming the field, and changes nothing in the store.
+func concurrencyBadInput(t *testing.T, c concurrency.Store) {
+	ctx := sluice.WithNow(context.Background(), t0+20)
+	lim := concurrency.New(c)
 	mustAdmit(t, c, t0, "jobs", "k", "h0", 2, 1000, allowed(1, 2))
 	mustAdmit(t, c, t0+10, "jobs", "k", "h1", 2, 1000, allowed(2, 2))
 	long := strings.Repeat("x", sluice.MaxKeyLen+1)
 	admit := func(name, key, holder string, limit, ttl int64) func() error {
-		return func() error { _, err := c.Admit(ctx, t0+20, name, key, holder, limit, ttl); return err }
+		return func() error { _, err := lim.Admit(ctx, name, key, holder, limit, ttl); return err }
 	}
 	heartbeat := func(name, key, holder string, ttl int64) func() error {
-		return func() error { return c.Heartbeat(ctx, t0+20, name, key, holder, ttl) }
+		return func() error { return lim.Heartbeat(ctx, name, key, holder, ttl) }
 	}
 	release := func(name, key, holder string) func() error {
-		return func() error { return c.Release(ctx, name, key, holder) }
+		return func() error { return lim.Release(ctx, name, key, holder) }
 	}
 	tests := []struct {
 		what  string
@@ -234,12 +237,12 @@ func concurrencyBadInput(t *testing.T, c sluice.Concurrency) {
 		{"Admit limit -1", admit("jobs", "k", "h2", -1, 1000), "limit"},
 		{"Admit ttl 0", admit("jobs", "k", "h0", 3, 0), "ttlMs"},
 		{"Admit ttl -5", admit("jobs", "k", "h2", 3, -5), "ttlMs"},
-		{"Admit ttl too long", admit("jobs", "k", "h2", 3, sluice.MaxConcurrencyTTLMs+1), "ttlMs"},
+		{"Admit ttl too long", admit("jobs", "k", "h2", 3, concurrency.MaxTTLMs+1), "ttlMs"},
 		{"Heartbeat empty name", heartbeat("", "k", "h0", 1000), "name"},
 		{"Heartbeat long key", heartbeat("jobs", long, "h0", 1000), "key"},
 		{"Heartbeat empty holder", heartbeat("jobs", "k", "", 1000), "holder"},
 		{"Heartbeat ttl 0", heartbeat("jobs", "k", "h0", 0), "ttlMs"},
-		{"Heartbeat ttl too long", heartbeat("jobs", "k", "h0", sluice.MaxConcurrencyTTLMs+1), "ttlMs"},
+		{"Heartbeat ttl too long", heartbeat("jobs", "k", "h0", concurrency.MaxTTLMs+1), "ttlMs"},
 		{"Release empty name", release("", "k", "h0"), "name"},
 		{"Release empty key", release("jobs", "", "h0"), "key"},
 		{"Release long holder", release("jobs", "k", long), "holder"},
@@ -259,7 +262,7 @@ func concurrencyBadInput(t *testing.T, c sluice.Concurrency) {
 }
 
 // concurrencyStoreClock: now 0 decides at the store's clock.
-func concurrencyStoreClock(t *testing.T, c sluice.Concurrency) {
+func concurrencyStoreClock(t *testing.T, c concurrency.Store) {
 	ctx := context.Background()
 	const ttl = 60_000
 	a, err := c.Admit(ctx, 0, "jobs", "clock", "h0", 1, ttl)
@@ -282,14 +285,14 @@ func concurrencyStoreClock(t *testing.T, c sluice.Concurrency) {
 	if a, err := c.Admit(ctx, 0, "jobs", "clock", "h1", 1, ttl); err != nil || a != allowed(1, 1) {
 		t.Fatalf("Admit after Release: %v", admission{a, err})
 	}
-	if err := c.Heartbeat(ctx, 0, "jobs", "clock", "h0", ttl); !errors.Is(err, sluice.ErrNotHeld) {
+	if err := c.Heartbeat(ctx, 0, "jobs", "clock", "h0", ttl); !errors.Is(err, concurrency.ErrNotHeld) {
 		t.Fatalf("Heartbeat of a released holder: %v, want ErrNotHeld", err)
 	}
 }
 
 // concurrencyExactAtOneInstant: goroutines on several clients race distinct holders into one key at
 // one instant: exactly limit are admitted, and each denial counts limit in flight.
-func concurrencyExactAtOneInstant(t *testing.T, cs []sluice.Concurrency) {
+func concurrencyExactAtOneInstant(t *testing.T, cs []concurrency.Store) {
 	const limit, goroutines, each = 5, 16, 4
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -318,7 +321,7 @@ func concurrencyExactAtOneInstant(t *testing.T, cs []sluice.Concurrency) {
 
 // concurrencyExactUnderChurn: goroutines on several clients admit, work and release on one key at
 // the store's clock: the holders in flight, counted from admission to release, never exceed limit.
-func concurrencyExactUnderChurn(t *testing.T, cs []sluice.Concurrency) {
+func concurrencyExactUnderChurn(t *testing.T, cs []concurrency.Store) {
 	const limit, goroutines, rounds = 3, 16, 40
 	var inFlight, peak, admissions, denials atomic.Int64
 	var wg sync.WaitGroup

@@ -66,6 +66,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/bearer"
@@ -496,10 +497,10 @@ func (a *api) forecast(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, f)
 }
 
-// admit, heartbeat and release are concurrency limits (sluice.Concurrency).
+// admit, heartbeat and release are concurrency limits (package concurrency).
 func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	req, err := a.decodeSlot(w, r, slotAdmit)
-	var ad sluice.Admission
+	var ad concurrency.Admission
 	if err == nil {
 		ad, err = a.srv.Admit(r.Context(), req.Now, req.Name, req.Key, req.Holder, req.Limit, req.TTLMs)
 	}

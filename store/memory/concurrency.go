@@ -7,16 +7,17 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 )
 
-// The memory store's sluice.Concurrency: each (name, key) with a holder has a set of leases, holder
+// The memory store's concurrency.Store: each (name, key) with a holder has a set of leases, holder
 // → expiry, in one of numShards maps chosen by the pair's hash. A shard's mutex guards its map and
 // every set in it, so Admits of one key take turns (an Admit is one step under the lock: prune,
 // count, add) and Admits of keys in other shards never wait on each other. Nothing runs per key: an
 // Admit prunes its key's expired holders, Sweep prunes every key's, and a key whose last holder
 // goes is dropped from its shard.
 
-var _ sluice.Concurrency = (*Store)(nil)
+var _ concurrency.Store = (*Store)(nil)
 
 // leases is the concurrency state of a Store; its zero value is ready to use.
 type leases struct {
@@ -49,14 +50,11 @@ func (s *Store) leaseShard(name, key string) *leaseShard {
 	return &s.leases.shards[hash(hash(s.seed, name), key)%numShards]
 }
 
-// Admit implements sluice.Concurrency.
-func (s *Store) Admit(_ context.Context, now int64, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
-	if err := sluice.ValidateAdmit(name, key, holder, limit, ttlMs); err != nil {
-		return sluice.Admission{}, err
-	}
+// Admit implements concurrency.Store.
+func (s *Store) Admit(_ context.Context, now int64, name, key, holder string, limit, ttlMs int64) (concurrency.Admission, error) {
 	now, err := s.begin(now)
 	if err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	exp := now + ttlMs
 	sh := s.leaseShard(name, key)
@@ -65,7 +63,7 @@ func (s *Store) Admit(_ context.Context, now int64, name, key, holder string, li
 	set := sh.keys[leaseKey{name, key}]
 	if set == nil {
 		if s.full() {
-			return sluice.Admission{}, ErrFull // a key with holders counts against MaxKeys
+			return concurrency.Admission{}, ErrFull // a key with holders counts against MaxKeys
 		}
 		s.keys.Add(1)
 		set = sh.newSet()
@@ -75,26 +73,23 @@ func (s *Store) Admit(_ context.Context, now int64, name, key, holder string, li
 		}
 		both := name + key // one allocation for the map's copy of both strings
 		sh.keys[leaseKey{both[:len(name)], both[len(name):]}] = set
-		return sluice.Admission{Allowed: true, InFlight: 1, Limit: limit}, nil
+		return concurrency.Admission{Allowed: true, InFlight: 1, Limit: limit}, nil
 	}
 	set.prune(now)
 	if old, ok := set.holders[holder]; ok {
 		set.renew(holder, old, exp)
-		return sluice.Admission{Allowed: true, InFlight: int64(len(set.holders)), Limit: limit}, nil
+		return concurrency.Admission{Allowed: true, InFlight: int64(len(set.holders)), Limit: limit}, nil
 	}
 	if n := int64(len(set.holders)); n >= limit {
 		// n >= limit >= 1: the set is not empty, and stays in the shard.
-		return sluice.Admission{InFlight: n, Limit: limit, RetryAfterMs: set.earliest() - now}, nil
+		return concurrency.Admission{InFlight: n, Limit: limit, RetryAfterMs: set.earliest() - now}, nil
 	}
 	set.add(strings.Clone(holder), exp)
-	return sluice.Admission{Allowed: true, InFlight: int64(len(set.holders)), Limit: limit}, nil
+	return concurrency.Admission{Allowed: true, InFlight: int64(len(set.holders)), Limit: limit}, nil
 }
 
-// Release implements sluice.Concurrency.
+// Release implements concurrency.Store.
 func (s *Store) Release(_ context.Context, name, key, holder string) error {
-	if err := sluice.ValidateRelease(name, key, holder); err != nil {
-		return err
-	}
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
@@ -118,11 +113,8 @@ func (s *Store) Release(_ context.Context, name, key, holder string) error {
 	return nil
 }
 
-// Heartbeat implements sluice.Concurrency.
+// Heartbeat implements concurrency.Store.
 func (s *Store) Heartbeat(_ context.Context, now int64, name, key, holder string, ttlMs int64) error {
-	if err := sluice.ValidateHeartbeat(name, key, holder, ttlMs); err != nil {
-		return err
-	}
 	now, err := s.begin(now)
 	if err != nil {
 		return err
@@ -133,13 +125,13 @@ func (s *Store) Heartbeat(_ context.Context, now int64, name, key, holder string
 	k := leaseKey{name, key}
 	set := sh.keys[k]
 	if set == nil {
-		return sluice.ErrNotHeld
+		return concurrency.ErrNotHeld
 	}
 	set.prune(now)
 	old, ok := set.holders[holder]
 	if !ok {
 		sh.dropIfEmpty(k, set, &s.keys)
-		return sluice.ErrNotHeld
+		return concurrency.ErrNotHeld
 	}
 	set.renew(holder, old, now+ttlMs)
 	return nil

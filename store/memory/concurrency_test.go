@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
 func TestConcurrencyContract(t *testing.T) {
-	storetest.Concurrency(t, func(t *testing.T, n int) []sluice.Concurrency {
+	storetest.Concurrency(t, func(t *testing.T, n int) []concurrency.Store {
 		st := openStore(t, memory.Config{})
-		cs := make([]sluice.Concurrency, n)
+		cs := make([]concurrency.Store, n)
 		for i := range cs {
 			cs[i] = st
 		}
@@ -21,7 +22,8 @@ func TestConcurrencyContract(t *testing.T) {
 	})
 }
 
-// TestConcurrencyClosed: every operation after Close is ErrClosed; bad input is still named first.
+// TestConcurrencyClosed: every operation after Close is ErrClosed; through the front door, bad
+// input is still named first.
 func TestConcurrencyClosed(t *testing.T) {
 	st := memory.New(memory.Config{SweepInterval: -1})
 	if _, err := st.Admit(bg, epoch0, "jobs", "k", "h0", 1, 1000); err != nil {
@@ -37,7 +39,7 @@ func TestConcurrencyClosed(t *testing.T) {
 	if err := st.Release(bg, "jobs", "k", "h0"); !errors.Is(err, sluice.ErrClosed) {
 		t.Errorf("Release after Close: %v", err)
 	}
-	if _, err := st.Admit(bg, epoch0, "jobs", "k", "h1", 0, 1000); !errors.Is(err, sluice.ErrInvalid) {
+	if _, err := concurrency.New(st).Admit(bg, "jobs", "k", "h1", 0, 1000); !errors.Is(err, sluice.ErrInvalid) {
 		t.Errorf("bad Admit after Close: %v", err)
 	}
 }
@@ -56,7 +58,7 @@ func TestConcurrencyConfigClock(t *testing.T) {
 		t.Fatalf("Admit of a second holder: %+v, %v; want denied, retry 600", a, err)
 	}
 	clock.Set(epoch0 + 1000)
-	if err := st.Heartbeat(ctx, 0, "jobs", "k", "h0", 1000); !errors.Is(err, sluice.ErrNotHeld) {
+	if err := st.Heartbeat(ctx, 0, "jobs", "k", "h0", 1000); !errors.Is(err, concurrency.ErrNotHeld) {
 		t.Fatalf("Heartbeat of an expired holder: %v", err)
 	}
 	if a, err := st.Admit(ctx, 0, "jobs", "k", "h1", 1, 1000); err != nil || !a.Allowed {

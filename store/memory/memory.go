@@ -87,7 +87,7 @@ type Store struct {
 	refusals  atomic.Uint64
 	kicked    atomic.Int64 // when kick last started a sweep, unix ns
 
-	leases leases // the sluice.Concurrency state (concurrency.go)
+	leases leases // the concurrency.Store state (concurrency.go)
 }
 
 // definition is the state of one definition of a policy: one part per limit. Equal policies, such

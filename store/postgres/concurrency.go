@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 )
 
-// The PostgreSQL store's sluice.Concurrency: <schema>.leases holds a row per lease (see
+// The PostgreSQL store's concurrency.Store: <schema>.leases holds a row per lease (see
 // migrations/0006_init.sql). Admit is one statement, a call of <schema>.admit (functions.sql),
 // which takes the key's transaction-scoped advisory lock, reads the clock (clock_timestamp() when
 // now is 0), deletes the key's expired leases, and renews the holder's lease or counts and inserts
@@ -18,7 +18,7 @@ import (
 // (Config.SweepInterval) deletes leases expired more than Config.SweepGrace ago, so the rows of
 // keys nobody admits again go too.
 
-var _ sluice.Concurrency = (*Store)(nil)
+var _ concurrency.Store = (*Store)(nil)
 
 // leaseStatements are the Concurrency's SQL, with the schema filled in.
 type leaseStatements struct {
@@ -52,13 +52,10 @@ func slotOf(name, key string) (slot []byte, lock int64) {
 	return slot, int64(binary.BigEndian.Uint64(slot))
 }
 
-// Admit implements sluice.Concurrency: one statement.
-func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (sluice.Admission, error) {
-	if err := sluice.ValidateAdmit(name, key, holder, limit, ttlMs); err != nil {
-		return sluice.Admission{}, err
-	}
+// Admit implements concurrency.Store: one statement.
+func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, limit, ttlMs int64) (concurrency.Admission, error) {
 	if err := s.begin(now); err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	slot, lock := slotOf(name, key)
 	var out []int64
@@ -66,19 +63,16 @@ func (s *Store) Admit(ctx context.Context, now int64, name, key, holder string, 
 		return noRowsLate(s.pool.QueryRow(qctx, s.sql.leases.admit, slot, lock, textOf(name), textOf(key), textOf(holder), limit, ttlMs, now, giveUpAt(ctx)).Scan(&out))
 	})
 	if err != nil {
-		return sluice.Admission{}, err
+		return concurrency.Admission{}, err
 	}
 	if len(out) != 3 {
-		return sluice.Admission{}, unavailable(fmt.Errorf("admit replied %d numbers, want 3", len(out)))
+		return concurrency.Admission{}, unavailable(fmt.Errorf("admit replied %d numbers, want 3", len(out)))
 	}
-	return sluice.Admission{Allowed: out[0] == 1, InFlight: out[1], Limit: limit, RetryAfterMs: out[2]}, nil
+	return concurrency.Admission{Allowed: out[0] == 1, InFlight: out[1], Limit: limit, RetryAfterMs: out[2]}, nil
 }
 
-// Release implements sluice.Concurrency: one statement.
+// Release implements concurrency.Store: one statement.
 func (s *Store) Release(ctx context.Context, name, key, holder string) error {
-	if err := sluice.ValidateRelease(name, key, holder); err != nil {
-		return err
-	}
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -89,11 +83,8 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) error {
 	})
 }
 
-// Heartbeat implements sluice.Concurrency: one statement.
+// Heartbeat implements concurrency.Store: one statement.
 func (s *Store) Heartbeat(ctx context.Context, now int64, name, key, holder string, ttlMs int64) error {
-	if err := sluice.ValidateHeartbeat(name, key, holder, ttlMs); err != nil {
-		return err
-	}
 	if err := s.begin(now); err != nil {
 		return err
 	}
@@ -108,7 +99,7 @@ func (s *Store) Heartbeat(ctx context.Context, now int64, name, key, holder stri
 	case err != nil:
 		return err
 	case held == 0:
-		return sluice.ErrNotHeld
+		return concurrency.ErrNotHeld
 	}
 	return nil
 }

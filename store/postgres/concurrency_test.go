@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/storetest"
 	pgstore "github.com/sluicehq/sluice/store/postgres"
 )
@@ -20,9 +21,9 @@ import (
 // own, as processes sharing the database would be.
 func TestConcurrencyContract(t *testing.T) {
 	t.Parallel()
-	storetest.Concurrency(t, func(t *testing.T, n int) []sluice.Concurrency {
+	storetest.Concurrency(t, func(t *testing.T, n int) []concurrency.Store {
 		schema := freshSchema(t, testPool(t))
-		cs := make([]sluice.Concurrency, n)
+		cs := make([]concurrency.Store, n)
 		for i := range cs {
 			s, err := pgstore.New(testPool(t), pgstore.Config{Schema: schema, SweepInterval: -1})
 			if err != nil {

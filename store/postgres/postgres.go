@@ -149,9 +149,7 @@ type Store struct {
 	done      chan struct{}      // closed when the sweep has stopped
 }
 
-var (
-	_ sluice.Store   = (*Store)(nil)
-)
+var _ sluice.Store = (*Store)(nil)
 
 // statements are the store's SQL, with the schema filled in.
 type statements struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storetest"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -19,9 +20,9 @@ import (
 // openConcurrency returns n stores under one fresh prefix, each on a client of its own (as n
 // processes would be), from connect; the prefix's keys are deleted when the test ends.
 func openConcurrency(connect func(t *testing.T) rueidis.Client) storetest.OpenConcurrency {
-	return func(t *testing.T, n int) []sluice.Concurrency {
+	return func(t *testing.T, n int) []concurrency.Store {
 		prefix := fmt.Sprintf("sluice-test:%d:%s", time.Now().UnixNano(), t.Name())
-		cs := make([]sluice.Concurrency, n)
+		cs := make([]concurrency.Store, n)
 		var clients []rueidis.Client
 		for i := range cs {
 			c := connect(t)
@@ -120,7 +121,7 @@ func TestConcurrencyKeys(t *testing.T) {
 	if _, err := s.Admit(ctx, t0, "jobs", "k", "h0", 2, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Heartbeat(ctx, t0+1000, "jobs", "k", "h0", 1000); !errors.Is(err, sluice.ErrNotHeld) {
+	if err := s.Heartbeat(ctx, t0+1000, "jobs", "k", "h0", 1000); !errors.Is(err, concurrency.ErrNotHeld) {
 		t.Fatalf("Heartbeat of an expired holder: %v", err)
 	}
 	if keys := keysUnder(t, c, prefix); len(keys) != 0 {

@@ -119,9 +119,7 @@ type Store struct {
 	late         atomic.Uint64 // runs that consumed and answered past their deadline (Late)
 }
 
-var (
-	_ sluice.Store   = (*Store)(nil)
-)
+var _ sluice.Store = (*Store)(nil)
 
 // New returns a Store on client. The caller keeps ownership of client: Close does not close it.
 // A client with rueidis's DisableAutoPipelining (as ParseURL's options have it) sends each batched
