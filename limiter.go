@@ -222,7 +222,8 @@ func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, c
 	return out, nil
 }
 
-// Item is one check of CheckAll.
+// Item is one (policy, key, cost) check of CheckAll: the policy by name. A Store's CheckAll gets
+// the items with their policies resolved beside them.
 type Item struct {
 	Policy string `json:"policy"`
 	Key    string `json:"key"`
@@ -239,7 +240,7 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 	if len(items) == 0 {
 		return Decision{}, invalid("items", "at least one item is needed")
 	}
-	ops := make([]Op, len(items))
+	ps := make([]*Policy, len(items))
 	entries := make([]*entry, len(items))
 	for i, it := range items {
 		e, err := l.lookup(it.Policy, it.Key, it.Cost)
@@ -250,10 +251,10 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 			return Decision{}, err
 		}
 		entries[i] = e
-		ops[i] = Op{Policy: e.policy, Key: it.Key, Cost: it.Cost}
+		ps[i] = e.policy
 	}
 	out := make([]Decision, len(items))
-	if err := l.store.CheckAll(ctx, NowFrom(ctx), ops, out); err != nil {
+	if err := l.store.CheckAll(ctx, NowFrom(ctx), ps, items, out); err != nil {
 		return Decision{}, err
 	}
 	d := Combine(out)

@@ -17,9 +17,10 @@ type Store interface {
 	Check(ctx context.Context, now int64, p *Policy, key string, cost int64) (Decision, error)
 	// CheckMany checks each key independently at one instant, writing decision i to out[i].
 	CheckMany(ctx context.Context, now int64, p *Policy, keys []string, cost int64, out []Decision) error
-	// CheckAll checks every op together: if any is denied, nothing is consumed. Decision i of out is
-	// what op i decided, as if each earlier op had been consumed.
-	CheckAll(ctx context.Context, now int64, ops []Op, out []Decision) error
+	// CheckAll checks every item together, items[i] under ps[i] (its Policy, resolved): if any is
+	// denied, nothing is consumed. Decision i of out is what item i decided, as if each earlier item
+	// had been consumed.
+	CheckAll(ctx context.Context, now int64, ps []*Policy, items []Item, out []Decision) error
 	// Peek reports a key's state without consuming: Allowed says whether a check of cost 1 would
 	// pass, Remaining is what is left now.
 	Peek(ctx context.Context, now int64, p *Policy, key string) (Decision, error)
@@ -41,11 +42,4 @@ type Store interface {
 type VerdictStore interface {
 	// CheckVerdict is Check for a policy of exactly one limit.
 	CheckVerdict(ctx context.Context, now int64, p *Policy, key string, cost int64) (Verdict, error)
-}
-
-// Op is one check of CheckAll, resolved to its policy.
-type Op struct {
-	Policy *Policy
-	Key    string
-	Cost   int64
 }

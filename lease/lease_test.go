@@ -46,9 +46,9 @@ func (c *counting) CheckMany(ctx context.Context, now int64, p *sluice.Policy, k
 	return c.Store.CheckMany(ctx, now, p, keys, cost, out)
 }
 
-func (c *counting) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (c *counting) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	c.others.Add(1)
-	return c.Store.CheckAll(ctx, now, ops, out)
+	return c.Store.CheckAll(ctx, now, ps, items, out)
 }
 
 func (c *counting) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {

@@ -277,16 +277,12 @@ func (g *guard) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	return err
 }
 
-func (g *guard) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (g *guard) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	bounded, cancel := g.bound(ctx)
 	defer cancel()
-	err := g.inner.CheckAll(bounded, now, ops, out)
+	err := g.inner.CheckAll(bounded, now, ps, items, out)
 	if g.failed(ctx, bounded, err) {
-		policies := make([]*sluice.Policy, len(ops))
-		for i, op := range ops {
-			policies[i] = op.Policy
-		}
-		d, err := g.decide(err, policies...)
+		d, err := g.decide(err, ps...)
 		for i := range out {
 			out[i] = d
 		}

@@ -73,7 +73,7 @@ func (b brokenStore) CheckMany(ctx context.Context, _ int64, _ *sluice.Policy, _
 	return b.wait(ctx)
 }
 
-func (b brokenStore) CheckAll(ctx context.Context, _ int64, _ []sluice.Op, _ []sluice.Decision) error {
+func (b brokenStore) CheckAll(ctx context.Context, _ int64, _ []*sluice.Policy, _ []sluice.Item, _ []sluice.Decision) error {
 	return b.wait(ctx)
 }
 

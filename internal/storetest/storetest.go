@@ -124,14 +124,14 @@ func SameAsMemory(t *testing.T, s sluice.Store, seed uint64, steps int) {
 			err2 := ms.CheckMany(ctx, now, p, ks, cost, out2)
 			got, want = []any{out1, err1}, []any{out2, err2}
 		case op < 13:
-			ops := make([]sluice.Op, 2+r.IntN(3))
+			ops := make([]Op, 2+r.IntN(3))
 			for i := range ops {
-				ops[i] = sluice.Op{Policy: policy(), Key: key(), Cost: int64(1 + r.IntN(3))}
+				ops[i] = Op{Policy: policy(), Key: key(), Cost: int64(1 + r.IntN(3))}
 			}
 			what = fmt.Sprintf("CheckAll(%d ops)", len(ops))
 			out1, out2 := make([]sluice.Decision, len(ops)), make([]sluice.Decision, len(ops))
-			err1 := s.CheckAll(ctx, now, ops, out1)
-			err2 := ms.CheckAll(ctx, now, ops, out2)
+			err1 := CheckAll(ctx, s, now, ops, out1)
+			err2 := CheckAll(ctx, ms, now, ops, out2)
 			got, want = []any{out1, err1}, []any{out2, err2}
 		case op < 15:
 			what = fmt.Sprintf("Peek(%s)", p.Name())
@@ -312,4 +312,27 @@ func StrategyChange(t *testing.T, s sluice.Store) {
 			}
 		}
 	}
+}
+
+// Op is one (policy, key, cost) of a CheckAll, its policy resolved, for tests that call a Store
+// directly.
+type Op struct {
+	Policy *sluice.Policy
+	Key    string
+	Cost   int64
+}
+
+// Split is ops as Store.CheckAll takes them: the policies, and the items naming them.
+func Split(ops ...Op) ([]*sluice.Policy, []sluice.Item) {
+	ps, items := make([]*sluice.Policy, len(ops)), make([]sluice.Item, len(ops))
+	for i, op := range ops {
+		ps[i], items[i] = op.Policy, sluice.Item{Policy: op.Policy.Name(), Key: op.Key, Cost: op.Cost}
+	}
+	return ps, items
+}
+
+// CheckAll is s.CheckAll of ops.
+func CheckAll(ctx context.Context, s sluice.Store, now int64, ops []Op, out []sluice.Decision) error {
+	ps, items := Split(ops...)
+	return s.CheckAll(ctx, now, ps, items, out)
 }

@@ -82,9 +82,9 @@ func DeniedGroups(t *testing.T, s sluice.Store) {
 						}
 						assertAsPeek(t, s, now, comp, key, d, c.slack, fmt.Sprintf("round %d: Check(comp, cost %d)", round, cc))
 
-						ops := []sluice.Op{{Policy: one, Key: key, Cost: cost()}, {Policy: pair, Key: key, Cost: cost()}, {Policy: no, Key: "x", Cost: 1}}
+						ops := []Op{{Policy: one, Key: key, Cost: cost()}, {Policy: pair, Key: key, Cost: cost()}, {Policy: no, Key: "x", Cost: 1}}
 						out := make([]sluice.Decision, len(ops))
-						if err := s.CheckAll(ctx, now, ops, out); err != nil {
+						if err := CheckAll(ctx, s, now, ops, out); err != nil {
 							t.Fatal(err)
 						}
 						if out[2].Allowed {
@@ -103,9 +103,9 @@ func DeniedGroups(t *testing.T, s sluice.Store) {
 				key := "twice"
 				mustCheck(t, s, now, one, key, 3, true)
 				before := mustPeek(t, s, now, one, key).Remaining
-				ops := []sluice.Op{{Policy: one, Key: key, Cost: 2}, {Policy: one, Key: key, Cost: 1}, {Policy: no, Key: "x", Cost: 1}}
+				ops := []Op{{Policy: one, Key: key, Cost: 2}, {Policy: one, Key: key, Cost: 1}, {Policy: no, Key: "x", Cost: 1}}
 				out := make([]sluice.Decision, len(ops))
-				if err := s.CheckAll(ctx, now, ops, out); err != nil {
+				if err := CheckAll(ctx, s, now, ops, out); err != nil {
 					t.Fatal(err)
 				}
 				first := one.Cost(0, 2)

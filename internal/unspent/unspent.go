@@ -29,19 +29,20 @@ func Check(p *sluice.Policy, cost int64, parts []sluice.Decision) {
 	}
 }
 
-// CheckAll is Check for a CheckAll of ops: parts holds, op by op, one decision per limit of the op's
-// policy. When any is denied, every allowed part gets back the cost its limit counted for its op.
-// A part on a key that an earlier op also checked still reports what is left after the earlier ops
-// (it was decided as if they were consumed), though the denial consumed none of them.
-func CheckAll(ops []sluice.Op, parts []sluice.Decision) {
+// CheckAll is Check for a CheckAll of items, items[i] under ps[i]: parts holds, item by item, one
+// decision per limit of the item's policy. When any is denied, every allowed part gets back the
+// cost its limit counted for its item. A part on a key that an earlier item also checked still
+// reports what is left after the earlier items (it was decided as if they were consumed), though
+// the denial consumed none of them.
+func CheckAll(ps []*sluice.Policy, items []sluice.Item, parts []sluice.Decision) {
 	if allowed(parts) {
 		return
 	}
 	k := 0
-	for _, op := range ops {
-		for j := range op.Policy.Limits() {
+	for i, op := range items {
+		for j := range ps[i].Limits() {
 			if k < len(parts) && parts[k].Allowed {
-				parts[k].Remaining += op.Policy.Cost(j, op.Cost)
+				parts[k].Remaining += ps[i].Cost(j, op.Cost)
 			}
 			k++
 		}

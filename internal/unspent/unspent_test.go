@@ -49,7 +49,8 @@ func TestCheck(t *testing.T) {
 }
 
 func TestCheckAll(t *testing.T) {
-	ops := []sluice.Op{{Policy: single, Key: "a", Cost: 3}, {Policy: composed, Key: "b", Cost: 30}, {Policy: single, Key: "c", Cost: 2}}
+	ps := []*sluice.Policy{single, composed, single}
+	items := []sluice.Item{{Policy: single.Name(), Key: "a", Cost: 3}, {Policy: composed.Name(), Key: "b", Cost: 30}, {Policy: single.Name(), Key: "c", Cost: 2}}
 	tests := []struct {
 		name  string
 		parts []sluice.Decision // one per limit of each op: 1, 2, 1
@@ -61,7 +62,7 @@ func TestCheckAll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			unspent.CheckAll(ops, tt.parts)
+			unspent.CheckAll(ps, items, tt.parts)
 			if !reflect.DeepEqual(tt.parts, tt.want) {
 				t.Errorf("got %+v, want %+v", tt.parts, tt.want)
 			}

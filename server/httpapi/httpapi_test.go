@@ -658,7 +658,9 @@ func (failing) Check(context.Context, int64, *sluice.Policy, string, int64) (slu
 func (failing) CheckMany(context.Context, int64, *sluice.Policy, []string, int64, []sluice.Decision) error {
 	return errDown
 }
-func (failing) CheckAll(context.Context, int64, []sluice.Op, []sluice.Decision) error { return errDown }
+func (failing) CheckAll(context.Context, int64, []*sluice.Policy, []sluice.Item, []sluice.Decision) error {
+	return errDown
+}
 func (failing) Peek(context.Context, int64, *sluice.Policy, string) (sluice.Decision, error) {
 	return sluice.Decision{}, errDown
 }

@@ -121,7 +121,7 @@ func TestCapNeverEvictsSpending(t *testing.T) {
 	}
 
 	// A composite or CheckAll step with a refused key consumes nothing.
-	if err := s.CheckAll(ctx0, 0, []sluice.Op{{Policy: p, Key: keys[2], Cost: 1}, {Policy: p, Key: keys[5], Cost: 1}}, make([]sluice.Decision, 2)); !errors.Is(err, ErrFull) {
+	if err := s.CheckAll(ctx0, 0, []*sluice.Policy{p, p}, []sluice.Item{{Policy: p.Name(), Key: keys[2], Cost: 1}, {Policy: p.Name(), Key: keys[5], Cost: 1}}, make([]sluice.Decision, 2)); !errors.Is(err, ErrFull) {
 		t.Fatalf("CheckAll with a new key at the cap: %v, want ErrFull", err)
 	}
 	if d, _ := s.Peek(ctx0, 0, p, keys[2]); d.Remaining != 4 {
@@ -161,7 +161,7 @@ func TestCompositeInsertTriggersRebuild(t *testing.T) {
 			d, _ = s.Check(ctx0, 0, p, key, 2)
 		} else {
 			out := make([]sluice.Decision, 1)
-			_ = s.CheckAll(ctx0, 0, []sluice.Op{{Policy: p, Key: key, Cost: 2}}, out)
+			_ = s.CheckAll(ctx0, 0, []*sluice.Policy{p}, []sluice.Item{{Policy: p.Name(), Key: key, Cost: 2}}, out)
 			d = out[0]
 		}
 		if !d.Allowed || d.Remaining != 8 {

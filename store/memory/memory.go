@@ -477,27 +477,27 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 }
 
 // CheckAll implements sluice.Store.
-func (s *Store) CheckAll(_ context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (s *Store) CheckAll(_ context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	now, err := s.begin(now)
 	if err != nil {
 		return err
 	}
 	var steps []step
-	first := make([]int, len(ops)+1) // steps of op i are steps[first[i]:first[i+1]]
-	for i, op := range ops {
+	first := make([]int, len(items)+1) // steps of op i are steps[first[i]:first[i+1]]
+	for i, op := range items {
 		first[i] = len(steps)
 		h := hash(s.seed, op.Key)
-		for j, part := range s.partsOf(op.Policy) {
-			steps = append(steps, step{part: part, h: h, key: op.Key, cost: op.Policy.Cost(j, op.Cost)})
+		for j, part := range s.partsOf(ps[i]) {
+			steps = append(steps, step{part: part, h: h, key: op.Key, cost: ps[i].Cost(j, op.Cost)})
 		}
 	}
-	first[len(ops)] = len(steps)
+	first[len(items)] = len(steps)
 	decisions := make([]sluice.Decision, len(steps))
 	if err := atomically(now, steps, decisions); err != nil {
 		return err
 	}
-	unspent.CheckAll(ops, decisions) // a denied CheckAll spent nothing of the parts that allowed
-	for i := range ops {
+	unspent.CheckAll(ps, items, decisions) // a denied CheckAll spent nothing of the parts that allowed
+	for i := range items {
 		if ds := decisions[first[i]:first[i+1]]; len(ds) == 1 {
 			out[i] = ds[0]
 		} else {

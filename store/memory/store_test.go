@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -640,7 +641,9 @@ func TestClose(t *testing.T) {
 		{"Store.Check", func() error { _, err := st.Check(bg, 0, p, "k", 1); return err }},
 		{"Store.Check/now", func() error { _, err := st.Check(bg, epoch0, p, "new", 1); return err }},
 		{"Store.CheckMany", func() error { return st.CheckMany(bg, 0, p, []string{"k"}, 1, out) }},
-		{"Store.CheckAll", func() error { return st.CheckAll(bg, 0, []sluice.Op{{Policy: p, Key: "k", Cost: 1}}, out) }},
+		{"Store.CheckAll", func() error {
+			return storetest.CheckAll(bg, st, 0, []storetest.Op{{Policy: p, Key: "k", Cost: 1}}, out)
+		}},
 		{"Store.Peek", func() error { _, err := st.Peek(bg, 0, p, "k"); return err }},
 		{"Store.Forecast", func() error { _, err := st.Forecast(bg, 0, p, "k", 1); return err }},
 		{"Store.Refund", func() error { return st.Refund(bg, 0, p, "k", 1) }},

@@ -417,66 +417,66 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 // Otherwise the inner store decides. An op it allowed drops its entry; an op it denied is
 // remembered, unless an earlier op has the same policy name and key: the store decided that op as
 // if the earlier one had consumed, which was not so.
-func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	var n int64
 	var look []pending // look[i].sh is nil for an op whose policy is not selected
 	hit := false
-	for i, op := range ops {
-		if !s.selected(op.Policy) {
+	for i, op := range items {
+		if !s.selected(ps[i]) {
 			continue
 		}
 		if look == nil {
 			n = s.instant(now)
-			look = make([]pending, len(ops))
+			look = make([]pending, len(items))
 		}
 		sh := s.shard(op.Key)
-		d, gen, ok := s.lookup(sh, op.Policy, op.Key, op.Cost, n)
+		d, gen, ok := s.lookup(sh, ps[i], op.Key, op.Cost, n)
 		look[i] = pending{i: i, sh: sh, gen: gen, hit: ok}
 		if ok {
 			out[i], hit = d, true
 		}
 	}
 	if hit {
-		for i := range ops {
+		for i := range items {
 			if !look[i].hit {
 				out[i] = sluice.Decision{Allowed: true, DeniedBy: -1}
 			}
 		}
 		return nil
 	}
-	if err := s.inner.CheckAll(ctx, now, ops, out); err != nil || look == nil {
+	if err := s.inner.CheckAll(ctx, now, ps, items, out); err != nil || look == nil {
 		return err
 	}
 	var first map[entryKey]int // the first op of each policy name and key, for long CheckAlls
-	for i, op := range ops {
+	for i, op := range items {
 		if look[i].sh == nil {
 			continue
 		}
 		if !out[i].Allowed {
-			if first == nil && len(ops) > 16 {
-				first = make(map[entryKey]int, len(ops))
-				for j := len(ops) - 1; j >= 0; j-- {
-					first[entryKey{ops[j].Policy.Name(), ops[j].Key}] = j
+			if first == nil && len(items) > 16 {
+				first = make(map[entryKey]int, len(items))
+				for j := len(items) - 1; j >= 0; j-- {
+					first[entryKey{ps[j].Name(), items[j].Key}] = j
 				}
 			}
-			if repeated(ops, i, first) {
+			if repeated(ps, items, i, first) {
 				continue
 			}
 		}
-		s.learn(look[i].sh, look[i].gen, op.Policy, op.Key, op.Cost, n, out[i])
+		s.learn(look[i].sh, look[i].gen, ps[i], op.Key, op.Cost, n, out[i])
 	}
 	return nil
 }
 
-// repeated reports whether an op before i has op i's policy name and key (first, if not nil, maps
-// each to its first op).
-func repeated(ops []sluice.Op, i int, first map[entryKey]int) bool {
-	name, key := ops[i].Policy.Name(), ops[i].Key
+// repeated reports whether an item before i has item i's policy name and key (first, if not nil,
+// maps each to its first item).
+func repeated(ps []*sluice.Policy, items []sluice.Item, i int, first map[entryKey]int) bool {
+	name, key := ps[i].Name(), items[i].Key
 	if first != nil {
 		return first[entryKey{name, key}] < i
 	}
-	for _, op := range ops[:i] {
-		if op.Key == key && op.Policy.Name() == name {
+	for j, op := range items[:i] {
+		if op.Key == key && ps[j].Name() == name {
 			return true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storetest"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/store/nearcache"
 )
@@ -35,9 +36,9 @@ func (c *counting) CheckMany(ctx context.Context, now int64, p *sluice.Policy, k
 	return c.Store.CheckMany(ctx, now, p, keys, cost, out)
 }
 
-func (c *counting) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (c *counting) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	c.alls.Add(1)
-	return c.Store.CheckAll(ctx, now, ops, out)
+	return c.Store.CheckAll(ctx, now, ps, items, out)
 }
 
 func newMemory(t testing.TB, cfg memory.Config) *memory.Store {
@@ -310,8 +311,8 @@ func TestCheckAll(t *testing.T) {
 	deny(t, near, p, "a", 1)
 
 	out := make([]sluice.Decision, 2)
-	ops := []sluice.Op{{Policy: q, Key: "z", Cost: 1}, {Policy: p, Key: "a", Cost: 1}}
-	if err := near.CheckAll(ctx, t0+1, ops, out); err != nil {
+	ops := []storetest.Op{{Policy: q, Key: "z", Cost: 1}, {Policy: p, Key: "a", Cost: 1}}
+	if err := storetest.CheckAll(ctx, near, t0+1, ops, out); err != nil {
 		t.Fatal(err)
 	}
 	if d := sluice.Combine(out); d.Allowed || d.DeniedBy != 1 || d.RetryAfterMs != 999 || inner.alls.Load() != 0 {
@@ -325,8 +326,8 @@ func TestCheckAll(t *testing.T) {
 	}
 
 	// b spent its 1 by the first op: the second op's denial is not b's alone, so it is not kept.
-	ops = []sluice.Op{{Policy: p, Key: "b", Cost: 1}, {Policy: p, Key: "b", Cost: 1}}
-	if err := near.CheckAll(ctx, t0+1, ops, out); err != nil {
+	ops = []storetest.Op{{Policy: p, Key: "b", Cost: 1}, {Policy: p, Key: "b", Cost: 1}}
+	if err := storetest.CheckAll(ctx, near, t0+1, ops, out); err != nil {
 		t.Fatal(err)
 	}
 	if d := check(t, near, t0+2, p, "b", 1); !d.Allowed || inner.alls.Load() != 1 {
@@ -335,9 +336,9 @@ func TestCheckAll(t *testing.T) {
 	// c is denied alone: remembered.
 	deny(t, near, p, "c", 1)
 	near.Reset(ctx, p, "c")
-	ops = []sluice.Op{{Policy: q, Key: "c", Cost: 1}, {Policy: p, Key: "c", Cost: 1}}
+	ops = []storetest.Op{{Policy: q, Key: "c", Cost: 1}, {Policy: p, Key: "c", Cost: 1}}
 	check(t, near, t0+2, p, "c", 1)
-	if err := near.CheckAll(ctx, t0+3, ops, out); err != nil {
+	if err := storetest.CheckAll(ctx, near, t0+3, ops, out); err != nil {
 		t.Fatal(err)
 	}
 	answered := near.Answered()
@@ -465,13 +466,13 @@ func TestNeverAdmitsWhatTheStoreDenies(t *testing.T) {
 			near := nearcache.New(newMemory(t, memory.Config{}), nearcache.Config{MaxKeys: 8 + int(seed)})
 			alone := newMemory(t, memory.Config{})
 			at := int64(t0)
-			var last sluice.Op // half the picks hammer the last key, as an abusive client does
+			var last storetest.Op // half the picks hammer the last key, as an abusive client does
 			pick := func() (*sluice.Policy, string, int64) {
 				if last.Policy != nil && rng.IntN(2) == 0 {
 					return last.Policy, last.Key, last.Cost + rng.Int64N(last.Policy.MaxCost()-last.Cost+1)
 				}
 				p := policies[rng.IntN(len(policies))]
-				last = sluice.Op{Policy: p, Key: keys[rng.IntN(len(keys))], Cost: 1 + rng.Int64N(p.MaxCost())}
+				last = storetest.Op{Policy: p, Key: keys[rng.IntN(len(keys))], Cost: 1 + rng.Int64N(p.MaxCost())}
 				return last.Policy, last.Key, last.Cost
 			}
 			for step := range 4000 {
@@ -516,16 +517,16 @@ func TestNeverAdmitsWhatTheStoreDenies(t *testing.T) {
 						}
 					}
 				case op < 16:
-					ops := make([]sluice.Op, 1+rng.IntN(3))
+					ops := make([]storetest.Op, 1+rng.IntN(3))
 					for i := range ops {
 						p, k, cost := pick()
-						ops[i] = sluice.Op{Policy: p, Key: k, Cost: cost}
+						ops[i] = storetest.Op{Policy: p, Key: k, Cost: cost}
 					}
 					got, want := make([]sluice.Decision, len(ops)), make([]sluice.Decision, len(ops))
-					if err := near.CheckAll(ctx, at, ops, got); err != nil {
+					if err := storetest.CheckAll(ctx, near, at, ops, got); err != nil {
 						t.Fatal(err)
 					}
-					if err := alone.CheckAll(ctx, at, ops, want); err != nil {
+					if err := storetest.CheckAll(ctx, alone, at, ops, want); err != nil {
 						t.Fatal(err)
 					}
 					if sluice.Combine(got).Allowed != sluice.Combine(want).Allowed {
@@ -584,7 +585,7 @@ func TestConcurrent(t *testing.T) {
 				case 2:
 					near.CheckMany(ctx, at, p, []string{k, "hot"}, 1, out)
 				case 3:
-					near.CheckAll(ctx, at, []sluice.Op{{Policy: p, Key: k, Cost: 1}, {Policy: p, Key: "hot", Cost: 1}}, out)
+					storetest.CheckAll(ctx, near, at, []storetest.Op{{Policy: p, Key: k, Cost: 1}, {Policy: p, Key: "hot", Cost: 1}}, out)
 				default:
 					if d, _ := near.Check(ctx, at, p, "hot", 1); !d.Allowed {
 						denied.Add(1)

@@ -186,10 +186,10 @@ func checked(p *sluice.Policy, cost int64, ds []sluice.Decision) sluice.Decision
 
 // checkedAll folds ds, one decision per limit of each op in turn, into one decision per op in out:
 // a denied CheckAll spent nothing of the parts that allowed (package unspent).
-func checkedAll(ops []sluice.Op, ds []sluice.Decision, out []sluice.Decision) {
-	unspent.CheckAll(ops, ds)
-	for i, op := range ops {
-		n := len(op.Policy.Limits())
+func checkedAll(ps []*sluice.Policy, items []sluice.Item, ds []sluice.Decision, out []sluice.Decision) {
+	unspent.CheckAll(ps, items, ds)
+	for i := range items {
+		n := len(ps[i].Limits())
 		out[i], ds = combine(ds[:n:n]), ds[n:]
 	}
 }

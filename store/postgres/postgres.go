@@ -511,26 +511,26 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 }
 
 // CheckAll implements sluice.Store: one statement, one transaction, all or nothing.
-func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	if err := s.begin(now); err != nil {
 		return err
 	}
-	if len(ops) == 0 {
+	if len(items) == 0 {
 		return nil
 	}
 	steps := 0
-	for _, op := range ops {
-		steps += len(op.Policy.Limits())
+	for i := range items {
+		steps += len(ps[i].Limits())
 	}
 	c := newCall(opCheck, now, steps)
-	for _, op := range ops {
-		c.addPolicy(op.Policy, op.Key, op.Cost)
+	for i, op := range items {
+		c.addPolicy(ps[i], op.Key, op.Cost)
 	}
 	v, err := s.write(ctx, c)
 	if err != nil {
 		return err
 	}
-	checkedAll(ops, decisions(v), out)
+	checkedAll(ps, items, decisions(v), out)
 	return nil
 }
 

@@ -246,10 +246,10 @@ func TestCheckAllLoginPair(t *testing.T) {
 	ctx := context.Background()
 	ip := sluice.MustPolicy("login-ip", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 50, RefillPerSec: 50.0 / 900}})
 	account := sluice.MustPolicy("login-account", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 5.0 / 900}})
-	ops := []sluice.Op{{Policy: ip, Key: "1.2.3.4", Cost: 1}, {Policy: account, Key: "asha", Cost: 1}}
+	ops := []storetest.Op{{Policy: ip, Key: "1.2.3.4", Cost: 1}, {Policy: account, Key: "asha", Cost: 1}}
 	for i := range 5 {
 		out := make([]sluice.Decision, 2)
-		if err := s.CheckAll(ctx, t0, ops, out); err != nil {
+		if err := storetest.CheckAll(ctx, s, t0, ops, out); err != nil {
 			t.Fatal(err)
 		}
 		if !out[0].Allowed || !out[1].Allowed {
@@ -261,7 +261,7 @@ func TestCheckAllLoginPair(t *testing.T) {
 	for i := range 10 {
 		wg.Go(func() {
 			out := make([]sluice.Decision, 2)
-			if err := s.CheckAll(ctx, t0+1000, ops, out); err != nil {
+			if err := storetest.CheckAll(ctx, s, t0+1000, ops, out); err != nil {
 				t.Error(err)
 				return
 			}
@@ -493,7 +493,7 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		{"Check at server clock", func() error { _, err := s.Check(ctx, 0, p, "k", 1); return err }},
 		{"CheckMany", func() error { return s.CheckMany(ctx, t0, p, []string{"a", "b"}, 1, make([]sluice.Decision, 2)) }},
 		{"CheckAll", func() error {
-			return s.CheckAll(ctx, t0, []sluice.Op{{Policy: p, Key: "a", Cost: 1}}, make([]sluice.Decision, 1))
+			return storetest.CheckAll(ctx, s, t0, []storetest.Op{{Policy: p, Key: "a", Cost: 1}}, make([]sluice.Decision, 1))
 		}},
 		{"Peek", func() error { _, err := s.Peek(ctx, t0, p, "k"); return err }},
 		{"Forecast", func() error { _, err := s.Forecast(ctx, t0, p, "k", 1); return err }},

@@ -184,12 +184,12 @@ func testCrossSlotCheckAll(t *testing.T, s *redisstore.Store, pl *placement) {
 			}
 			allowed := 0
 			for i, l := range tt.logins {
-				ops := []sluice.Op{{Policy: loginIP, Key: l.ip, Cost: 1}, {Policy: loginAccount, Key: l.account, Cost: 1}}
+				ops := []storetest.Op{{Policy: loginIP, Key: l.ip, Cost: 1}, {Policy: loginAccount, Key: l.account, Cost: 1}}
 				got, want := make([]sluice.Decision, 2), make([]sluice.Decision, 2)
-				if err := s.CheckAll(ctx, now+int64(i), ops, got); err != nil {
+				if err := storetest.CheckAll(ctx, s, now+int64(i), ops, got); err != nil {
 					t.Fatalf("login %d: %v", i, err)
 				}
-				if err := ms.CheckAll(ctx, now+int64(i), ops, want); err != nil {
+				if err := storetest.CheckAll(ctx, ms, now+int64(i), ops, want); err != nil {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(got, want) {

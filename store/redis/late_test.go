@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storetest"
 )
 
 // TestFrozenRedisCountsNoLateCheck freezes Redis (SIGSTOP) while consuming calls with a short
@@ -47,7 +48,7 @@ func TestFrozenRedisCountsNoLateCheck(t *testing.T) {
 		}},
 		{"CheckAll", func(ctx context.Context, _ int) (int64, error) {
 			out := make([]sluice.Decision, 2)
-			err := s.CheckAll(ctx, 0, []sluice.Op{{Policy: p, Key: "k", Cost: 4}, {Policy: p, Key: "k", Cost: 5}}, out)
+			err := storetest.CheckAll(ctx, s, 0, []storetest.Op{{Policy: p, Key: "k", Cost: 4}, {Policy: p, Key: "k", Cost: 5}}, out)
 			if err != nil || !out[0].Allowed || !out[1].Allowed {
 				return 0, err
 			}

@@ -620,10 +620,10 @@ func checked(v []int64, p *sluice.Policy, cost int64) sluice.Decision {
 
 // combine folds ds, one decision per limit of each op in turn, into one decision per op in out:
 // a denied CheckAll spent nothing of the parts that allowed (package unspent).
-func combine(ops []sluice.Op, ds []sluice.Decision, out []sluice.Decision) {
-	unspent.CheckAll(ops, ds)
-	for i, op := range ops {
-		n := len(op.Policy.Limits())
+func combine(ps []*sluice.Policy, items []sluice.Item, ds []sluice.Decision, out []sluice.Decision) {
+	unspent.CheckAll(ps, items, ds)
+	for i := range items {
+		n := len(ps[i].Limits())
 		if n == 1 {
 			out[i] = ds[0]
 		} else {
@@ -743,19 +743,19 @@ func (s *Store) instant(ctx context.Context, now int64) (int64, error) {
 // CheckAll implements sluice.Store. On a standalone or Sentinel-watched Redis, and on a Cluster
 // when every key falls in one slot, it is one script: all or nothing. Across Cluster slots it
 // reserves in each slot and refunds if any denies (see the package documentation).
-func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []sluice.Decision) error {
+func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	if len(ops) == 0 {
+	if len(items) == 0 {
 		return nil
 	}
 	groups := [][]int{nil}
-	for i := range ops {
+	for i := range items {
 		groups[0] = append(groups[0], i)
 	}
 	if s.cluster {
-		groups = groupBySlot(len(ops), func(i int) string { return s.key(ops[i].Policy, ops[i].Key, 0) })
+		groups = groupBySlot(len(items), func(i int) string { return s.key(ps[i], items[i].Key, 0) })
 		if len(groups) > 1 {
 			var err error
 			if now, err = s.instant(ctx, now); err != nil {
@@ -767,11 +767,11 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 	for g, members := range groups {
 		steps := 0
 		for _, i := range members {
-			steps += len(ops[i].Policy.Limits())
+			steps += len(ps[i].Limits())
 		}
 		calls[g] = newCall(opCheck, now, s.slack, steps)
 		for _, i := range members {
-			calls[g].addPolicy(s, ops[i].Policy, ops[i].Key, ops[i].Cost)
+			calls[g].addPolicy(s, ps[i], items[i].Key, items[i].Cost)
 		}
 	}
 	var replies [][]int64
@@ -786,14 +786,14 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 	if err != nil {
 		// A slot that consumed and cannot be told apart from one that failed: give back what the
 		// answered slots admitted, then report the failure.
-		s.refundAllowed(ctx, now, ops, groups, replies)
+		s.refundAllowed(ctx, now, ps, items, groups, replies)
 		return err
 	}
-	first := make([]int, len(ops)+1) // the parts of op i are ds[first[i]:first[i+1]]
-	for i, op := range ops {
-		first[i+1] = first[i] + len(op.Policy.Limits())
+	first := make([]int, len(items)+1) // the parts of op i are ds[first[i]:first[i+1]]
+	for i := range items {
+		first[i+1] = first[i] + len(ps[i].Limits())
 	}
-	ds := make([]sluice.Decision, first[len(ops)])
+	ds := make([]sluice.Decision, first[len(items)])
 	allowed := true
 	for g, members := range groups {
 		steps := len(calls[g].keys)
@@ -808,9 +808,9 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 			}
 		}
 	}
-	combine(ops, ds, out)
+	combine(ps, items, ds, out)
 	if !allowed && len(groups) > 1 {
-		return s.refundAllowed(ctx, now, ops, groups, replies)
+		return s.refundAllowed(ctx, now, ps, items, groups, replies)
 	}
 	return nil
 }
@@ -818,7 +818,7 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ops []sluice.Op, out []
 // refundAllowed gives back, in every slot whose script admitted its part of a CheckAll, all that
 // part consumed (every limit, whatever its unit): the second half of a cross-slot CheckAll that was
 // denied.
-func (s *Store) refundAllowed(ctx context.Context, now int64, ops []sluice.Op, groups [][]int, replies [][]int64) error {
+func (s *Store) refundAllowed(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, groups [][]int, replies [][]int64) error {
 	var calls []call
 	for g, members := range groups {
 		if g >= len(replies) || replies[g] == nil || !allAllowed(replies[g]) {
@@ -826,8 +826,8 @@ func (s *Store) refundAllowed(ctx context.Context, now int64, ops []sluice.Op, g
 		}
 		c := newCall(opRefund, now, s.slack, 0)
 		for _, i := range members {
-			for j := range ops[i].Policy.Limits() {
-				c.add(s, ops[i].Policy, ops[i].Key, j, ops[i].Policy.Cost(j, ops[i].Cost))
+			for j := range ps[i].Limits() {
+				c.add(s, ps[i], items[i].Key, j, ps[i].Cost(j, items[i].Cost))
 			}
 		}
 		calls = append(calls, c)
