@@ -6,7 +6,7 @@
 //
 // # Decisions
 //
-// Every operation is one Lua script (see scripts.go), run with EVALSHA and, when Redis answers
+// Every operation is one Lua script (lua/*.lua, assembled in scripts.go), run with EVALSHA and, when Redis answers
 // NOSCRIPT (after a restart or a SCRIPT FLUSH), run again with EVAL, which loads it. A check is one
 // atomic step and one round trip: a composite policy's limits, and CheckAll's items whose keys
 // share a Cluster slot, are decided in one script, all or nothing. The script computes package
@@ -30,7 +30,7 @@
 //
 // (prefix "sluice" by default). The braces are a Redis Cluster hash tag: every limit of one policy
 // and key lives in one slot, so a composite policy is always one script. States are short strings
-// (see decideSource), written with a TTL: the time until the key decides exactly like a fresh key,
+// (see lua/strategy.lua), written with a TTL: the time until the key decides exactly like a fresh key,
 // plus Config.TTLSlack. The slack keeps a key a little past that instant, so that rounding at the
 // boundary, or a replay whose explicit instants run slower than the wall clock, never sees a key
 // vanish while it still counts. GCRA checks on the server's clock set up to twice the slack and
@@ -498,7 +498,7 @@ func (s *Store) runAllNow(ctx context.Context, calls []call) ([][]int64, error) 
 }
 
 // numbers reads the reply of c's script: an array of integers, or the string of a batch
-// (luaBatchReply in scripts.go), which it turns into the same five integers per step.
+// (lua/batch.lua), which it turns into the same five integers per step.
 func numbers(c call, r rueidis.RedisResult) ([]int64, error) {
 	if late(r) {
 		return nil, errLate
@@ -526,7 +526,7 @@ func ints(r rueidis.RedisResult) ([]int64, error) {
 }
 
 // batchReply decides the steps of c, all of one limit and cost, from the reply of a batch script
-// (luaBatchReply): the instant, each step's state before it (GCRA: the TAT; token bucket: the
+// (lua/batch.lua): the instant, each step's state before it (GCRA: the TAT; token bucket: the
 // tokens; fixed window: what the window had spent) and whether the script admitted it. Package
 // algo does what the script's step does, operation for operation, so the two agree; a step where
 // they do not is an error rather than a decision the script did not make.
