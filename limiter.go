@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/namecache"
 )
 
 // Limiter is the front door: it holds named policies, validates every request, asks a Store for
@@ -24,20 +26,17 @@ type Limiter struct {
 type registry struct {
 	byName map[string]*entry
 	// recent finds an entry without hashing its name when the caller passes the very string the
-	// policy was named with (a constant is one string however often it is written): slots are
-	// indexed by the address of the name's bytes, and a hit is two compares. A name built at run
-	// time never hits and is never stored.
-	recent [64]atomic.Pointer[entry]
+	// policy was named with; a name built at run time never hits and is never stored.
+	recent namecache.Cache[*entry]
 }
 
 func (r *registry) find(name string) (*entry, bool) {
-	c := &r.recent[uintptr(unsafe.Pointer(unsafe.StringData(name)))>>3%uintptr(len(r.recent))]
-	if e := c.Load(); e != nil && unsafe.StringData(e.policy.name) == unsafe.StringData(name) && len(e.policy.name) == len(name) {
+	if e, ok := r.recent.Get(name); ok {
 		return e, true
 	}
 	e, ok := r.byName[name]
 	if ok && unsafe.StringData(e.policy.name) == unsafe.StringData(name) {
-		c.Store(e)
+		r.recent.Put(e.policy.name, e)
 	}
 	return e, ok
 }

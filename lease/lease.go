@@ -118,6 +118,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/msclock"
+	"github.com/sluicehq/sluice/internal/namecache"
 )
 
 // Defaults of Config.
@@ -199,9 +200,8 @@ type Leaser struct {
 	tables atomic.Pointer[map[string]*table] // by policy name, replaced whole under mu
 	mu     sync.Mutex
 	// recent finds a table without hashing the policy's name when the caller passes the policy's
-	// own name string (a constant is one string however often it is written): entries are indexed
-	// by the address of the name's bytes, and a hit is two compares.
-	recent [64]atomic.Pointer[named]
+	// own name string.
+	recent namecache.Cache[*table]
 
 	clock *msclock.Clock // the process clock, when Config.Now is nil
 	// renewals are the leases whose successor a check asked for, for the goroutine to take.
@@ -224,11 +224,6 @@ type table struct {
 }
 
 // named is a table found by the address of its policy's name (see Leaser.table).
-type named struct {
-	name string // the policy's own Name(), so that its bytes stay put and unchanged
-	t    *table
-}
-
 // info is what a Leaser needs to know about one definition of a policy.
 type info struct {
 	policy     *sluice.Policy
@@ -352,15 +347,10 @@ func (l *Leaser) Check(ctx context.Context, policy, key string, cost int64) (d s
 
 // table returns the table of the policy named policy, or nil.
 func (l *Leaser) table(policy string) *table {
-	e := l.recent[recentIndex(policy)].Load()
-	if e != nil && unsafe.StringData(e.name) == unsafe.StringData(policy) && len(e.name) == len(policy) {
-		return e.t
+	if t, ok := l.recent.Get(policy); ok {
+		return t
 	}
 	return (*l.tables.Load())[policy]
-}
-
-func recentIndex(name string) uintptr {
-	return uintptr(unsafe.Pointer(unsafe.StringData(name))) >> 3 % 64
 }
 
 // instant is the instant a check is judged at, in epoch ms.
@@ -413,9 +403,8 @@ func (l *Leaser) resolve(policy string) (*table, *info) {
 		l.mu.Unlock()
 	}
 	if name := p.Name(); unsafe.StringData(name) == unsafe.StringData(policy) {
-		i := recentIndex(name)
-		if e := l.recent[i].Load(); e == nil || e.t != t || unsafe.StringData(e.name) != unsafe.StringData(name) {
-			l.recent[i].Store(&named{name: name, t: t})
+		if cached, ok := l.recent.Get(name); !ok || cached != t {
+			l.recent.Put(name, t)
 		}
 	}
 	in := t.info.Load()

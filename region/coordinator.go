@@ -3,10 +3,11 @@ package region
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/storeerr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -331,9 +332,4 @@ func checkInstant(field string, t int64) error {
 }
 
 // unavailable marks a database failure as sluice.ErrUnavailable, keeping the cause.
-func unavailable(err error) error {
-	if err == nil || errors.Is(err, sluice.ErrInvalid) || errors.Is(err, sluice.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: region coordinator: %w", sluice.ErrUnavailable, err)
-}
+func unavailable(err error) error { return storeerr.Unavailable("region coordinator", err) }

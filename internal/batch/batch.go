@@ -17,10 +17,11 @@ package batch
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/storeerr"
 
 	"github.com/sluicehq/sluice"
 )
@@ -194,4 +195,4 @@ func (b *Batcher[C, R]) release() {
 	}
 }
 
-func unavailable(err error) error { return fmt.Errorf("%w: %w", sluice.ErrUnavailable, err) }
+func unavailable(err error) error { return storeerr.Unavailable("", err) }

@@ -43,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storeerr"
 )
 
 // Migration is one migration file.
@@ -154,7 +155,7 @@ func (s *Set) ApplyTo(ctx context.Context, pool *pgxpool.Pool, schema string, up
 	if err == nil || errors.As(err, &newer) || errors.As(err, &older) {
 		return err
 	}
-	return fmt.Errorf("%w: migrating schema %s: %w", sluice.ErrUnavailable, q, err)
+	return storeerr.Unavailable("migrating schema "+q, err)
 }
 
 func (s *Set) apply(ctx context.Context, tx pgx.Tx, schema, q string, upto int) error {

@@ -89,6 +89,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storeerr"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -305,12 +307,7 @@ func (s *Store) open() error {
 	return nil
 }
 
-func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: postgres store: %w", sluice.ErrUnavailable, err)
-}
+func unavailable(err error) error { return storeerr.Unavailable("postgres store", err) }
 
 // fail reports err from a call: sluice.ErrClosed if the store was closed meanwhile (its pool with
 // it), else an ErrUnavailable.

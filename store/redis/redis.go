@@ -68,6 +68,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storeerr"
+
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
@@ -213,12 +215,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: redis store: %w", sluice.ErrUnavailable, err)
-}
+func unavailable(err error) error { return storeerr.Unavailable("redis store", err) }
 
 // key is where limit i of p keeps key's state: prefix:{policy:key}, then :i for each limit of a
 // composite policy. All limits of one policy and key share the hash tag, so one script reaches them.

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/storeerr"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -100,12 +102,7 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: stream engine: %w", sluice.ErrUnavailable, err)
-}
+func unavailable(err error) error { return storeerr.Unavailable("stream engine", err) }
 
 // fail classifies err: the package's own errors as they are, the rest ErrUnavailable (or
 // ErrClosed once closed).
