@@ -228,6 +228,9 @@ func (l *failLog) reset(now time.Time) {
 	l.failures, l.timeouts, l.open, l.closed, l.lastErr = 0, 0, 0, 0, nil
 }
 
+// unavailable marks a store failure as ErrUnavailable. Unlike internal/storeerr it keeps only the
+// cause's text: a store timeout (the guard's own context.DeadlineExceeded) must not read as the
+// caller's deadline to the front ends, which answer that one differently.
 func unavailable(err error) error {
 	if errors.Is(err, sluice.ErrUnavailable) {
 		return err
