@@ -145,7 +145,8 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config `FILE` to check")
-	storeURL := fs.String("store", "", "store `URL` serve will be given, overriding the config's, for the checks that depend on it (nothing connects to it)")
+	storeURL := fs.String("store", "", "store `URL` serve will be given, overriding the config's, for the checks that depend on it")
+	connect := fs.Bool("connect", false, "also connect to streams.store and check its stored query definitions, as serve does at start (changes nothing)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -184,10 +185,26 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	// The one check serve makes that needs the stream store: a query stored there under another
 	// definition is refused until reset. The embedded stream store keeps nothing across starts.
-	if cfg.Streams != nil && len(cfg.Streams.Queries) > 0 && !config.Embedded(cfg.Streams.Store) {
-		fmt.Fprintf(stdout, "%s: not checked without the store: whether streams.store %s holds a query under another definition, which serve refuses until started once with --reset-query NAME\n",
-			*path, config.RedactURL(cfg.Streams.Store))
+	if cfg.Streams == nil || len(cfg.Streams.Queries) == 0 || config.Embedded(cfg.Streams.Store) {
+		return 0
 	}
+	store := config.RedactURL(cfg.Streams.Store)
+	if !*connect {
+		fmt.Fprintf(stdout, "%s: not checked without --connect: whether streams.store %s holds a query under another definition, which serve refuses until started once with --reset-query NAME\n",
+			*path, store)
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	defer cancel()
+	switch err := pgstream.CheckQueries(ctx, cfg.Streams.Store, cfg.Streams.Queries); {
+	case errors.Is(err, stream.ErrQueryChanged):
+		fmt.Fprintf(stderr, "sluice validate: %s: streams.store %s: %v; serve refuses it until started once with --reset-query NAME\n", *path, store, err)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "sluice validate: %s: streams.store %s: %v\n", *path, store, redactedError{err, cfg.Streams.Store})
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: the stream queries agree with streams.store %s\n", *path, store)
 	return 0
 }
 

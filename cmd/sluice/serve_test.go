@@ -28,7 +28,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/jackc/pgx/v5"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluice/v1"
+	"github.com/sluicehq/sluice/stream"
+	"github.com/sluicehq/sluice/stream/pgstream"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test to share.
@@ -213,7 +216,7 @@ func TestValidate(t *testing.T) {
 		{"nearCache on memory warns", []string{"--config", idle}, 0, "warning: policies.hot.nearCache: does nothing on the embedded store"},
 		{"lease over redis is quiet", []string{"--config", idle, "--store", "redis://127.0.0.1:6379"}, 0, "ok, 1 policies\n"},
 		{"streams-only names its queries", []string{"--config", streamsOnly}, 0, `ok, 0 policies, 2 stream queries ["audit" "rate-limiter"]`},
-		{"stored definitions not checked", []string{"--config", pgStreams}, 0, "not checked without the store: whether streams.store postgres://u:xxxxx@db/sluice holds a query under another definition"},
+		{"stored definitions not checked", []string{"--config", pgStreams}, 0, "not checked without --connect: whether streams.store postgres://u:xxxxx@db/sluice holds a query under another definition"},
 		{"unsupported store", []string{"--config", badStore}, 1, `unsupported store "mysql://db/sluice"`},
 		{"unsupported --store", []string{"--config", idle, "--store", "redis:/typo"}, 1, "unsupported store"},
 		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 6 policies"},
@@ -327,4 +330,58 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the reload on SIGHUP", func() bool { code, _ := r.check(t, "b", "k"); return code == 200 })
+}
+
+// TestValidateConnectStreams: validate --connect compares the config's stream queries with the
+// definitions streams.store holds, as serve does at start, and changes nothing.
+func TestValidateConnectStreams(t *testing.T) {
+	url := postgresURL(t)
+	dir := t.TempDir()
+	e, err := pgstream.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(context.Background(), stream.Query{Name: "q", Stream: "api", WindowMs: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	config := func(name, queries string) string {
+		path := filepath.Join(dir, name)
+		writeConfig(t, path, "streams:\n  store: "+url+"\n  queries:\n"+queries)
+		return path
+	}
+	tests := []struct {
+		name     string
+		config   string
+		code     int
+		contains string
+	}{
+		{"the stored definition", config("same.yaml", "    q: {stream: api, window: 2s}\n"), 0, "the stream queries agree with streams.store"},
+		{"a query not stored yet", config("new.yaml", "    q: {stream: api, window: 2s}\n    other: {stream: api, window: 1m}\n"), 0, "agree"},
+		{"a changed window", config("changed.yaml", "    q: {stream: api, window: 3s}\n"), 1, `query definition changed: "q"`},
+		{"a changed stream", config("stream.yaml", "    q: {stream: web, window: 2s}\n"), 1, "--reset-query NAME"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if code := run([]string{"validate", "--config", tt.config, "--connect"}, &out, &out); code != tt.code {
+				t.Errorf("exit %d, want %d: %s", code, tt.code, out.String())
+			}
+			if !strings.Contains(out.String(), tt.contains) {
+				t.Errorf("output %q lacks %q", out.String(), tt.contains)
+			}
+		})
+	}
+	// Nothing was registered by validate: "other" is still unknown to the store.
+	var n int
+	at := strings.Index(url, "sluice_schema=")
+	conn, err := pgx.Connect(context.Background(), url[:at-1]) // the option is sluice's, not the server's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	schema := url[at+len("sluice_schema="):]
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema, "queries"}.Sanitize()).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d stored queries (%v), want the 1 registered before", n, err)
+	}
 }

@@ -28,6 +28,9 @@ import (
 	"github.com/sluicehq/sluice/stream"
 )
 
+// defaultSchema holds the engine's tables when Config.Schema is empty.
+const defaultSchema = "sluice_stream"
+
 // Config configures an Engine. The zero value is ready to use.
 type Config struct {
 	// Schema holds the engine's tables. Empty means "sluice_stream".
@@ -85,7 +88,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Engine, error) {
 func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Engine, error) {
 	schema := cfg.Schema
 	if schema == "" {
-		schema = "sluice_stream"
+		schema = defaultSchema
 	}
 	if err := migrations.Apply(ctx, pool, schema); err != nil {
 		return nil, err
