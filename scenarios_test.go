@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// Seed 002 §1: a partner API allowed 100 requests a minute, as a token bucket that bursts to 100.
+// a partner API allowed 100 requests a minute, as a token bucket that bursts to 100.
 func TestScenarioPartnerAPIBurst(t *testing.T) {
 	partner := sluice.MustPolicy("partner-api", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 100, RefillPerSec: 100.0 / 60}})
 	lim := newLimiter(t, partner)
@@ -40,7 +40,7 @@ func TestScenarioPartnerAPIBurst(t *testing.T) {
 	}
 }
 
-// Seed 002 §2a: with 95 of 100 used, 20 concurrent checks must admit exactly 5, never the 20 that
+// with 95 of 100 used, 20 concurrent checks must admit exactly 5, never the 20 that
 // a read-then-write limiter lets through. Run for every strategy, on fresh keys, many rounds.
 func TestScenarioReadThenWriteRace(t *testing.T) {
 	const (
@@ -97,7 +97,7 @@ func TestScenarioReadThenWriteRace(t *testing.T) {
 	}
 }
 
-// loginPolicies are seed 002 §2b's two rules: 50 attempts per IP and 5 per account over 15
+// loginPolicies are the login pair's two rules: 50 attempts per IP and 5 per account over 15
 // minutes, as token buckets refilling over 900 s.
 func loginPolicies() []*sluice.Policy {
 	return []*sluice.Policy{
@@ -106,7 +106,7 @@ func loginPolicies() []*sluice.Policy {
 	}
 }
 
-// Seed 002 §2b: once an account has spent its 5 logins, attempts checked together against the IP
+// once an account has spent its 5 logins, attempts checked together against the IP
 // and the account rule spend nothing of the IP's budget; checked one by one they spend 10 of 50.
 func TestScenarioLoginPair(t *testing.T) {
 	const ip, account = "1.2.3.4", "asha"
@@ -167,7 +167,7 @@ func TestScenarioLoginPair(t *testing.T) {
 	})
 }
 
-// gpt4o is seed 003's per-model registry entry as one composite policy: 2 requests a minute and
+// gpt4o is a per-model registry entry as one composite policy: 2 requests a minute and
 // 1000 tokens a minute with a burst multiplier of 1.0.
 func gpt4o() *sluice.Policy {
 	const rpm, tpm, burstMultiplier = 2, 1000, 1.0

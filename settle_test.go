@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// llmPolicy is seed 003's per-model limit: 60 requests a minute, each counted once whatever its
+// llmPolicy is a per-model limit: 60 requests a minute, each counted once whatever its
 // cost, and 10,000 tokens a minute in a bucket of 10,000.
 var llmPolicy = sluice.MustPolicy("gpt",
 	sluice.Limit{Strategy: sluice.SlidingWindow{Limit: 60, WindowMs: 60_000, Buckets: 6}, Unit: sluice.UnitRequest},

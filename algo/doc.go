@@ -3,7 +3,8 @@
 // no clock, takes no lock and does no I/O, so every store that keeps state in memory decides with
 // it, and tests replay it at fixed instants.
 //
-// The arithmetic follows the reference scripts of seed 004 operation for operation in float64, so
+// The arithmetic follows the reference Redis scripts that produced the conformance vectors
+// (conformance/testdata/vectors) operation for operation in float64, so
 // that a decision here equals, field for field, the one the Redis scripts return. Products that are
 // then added are rounded explicitly (float64(a*b) + c) so that no platform fuses them into one
 // multiply-add with a different rounding. Integer results are converted as Redis converts a Lua

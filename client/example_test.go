@@ -63,7 +63,7 @@ func ExampleClient_Check_errors() {
 	// true true
 }
 
-// Seed 002's login rule over the service: a request the account limit denies spends nothing of
+// The login rule over the service: a request the account limit denies spends nothing of
 // the address's budget.
 func ExampleClient_CheckAll() {
 	srv := exampleServer()

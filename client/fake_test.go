@@ -18,7 +18,7 @@ import (
 // t0 is the instant the fake's store clock is pinned at: 2023-11-14T22:13:20Z in epoch ms.
 const t0 int64 = 1_700_000_000_000
 
-// policies are what the fake serves: a small token bucket, seed 002's login pair and seed 003's
+// policies are what the fake serves: a small token bucket, the login pair and the
 // per-model composite.
 func policies() []*sluice.Policy {
 	return []*sluice.Policy{

@@ -33,7 +33,7 @@ const t0 = int64(1_700_000_000_000)
 
 const testConfig = `
 policies:
-  partner-api:               # seed 002: 100 a minute, bursting to 100
+  partner-api:               # 100 a minute, bursting to 100
     strategy: tokenBucket
     capacity: 100
     refillPerSec: 1.6666666666666667
@@ -45,7 +45,7 @@ policies:
     strategy: fixedWindow
     limit: 2
     window: 15m
-  gpt-4o:                    # seed 003: 2 requests and 1000 tokens a minute
+  gpt-4o:                    # 2 requests and 1000 tokens a minute
     limits:
       - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
       - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
@@ -271,7 +271,7 @@ func TestRPCs(t *testing.T) {
 	}
 }
 
-// Seed 002 over gRPC: partner-api takes 100 checks at one instant, denies the 101st with a retry of
+// Over gRPC: partner-api takes 100 checks at one instant, denies the 101st with a retry of
 // 600 ms, and allows again 600 ms later.
 func TestPartnerAPIScenario(t *testing.T) {
 	c := client(t)

@@ -389,7 +389,7 @@ func TestClientTime(t *testing.T) {
 	})
 }
 
-// Seed 002 §1 over HTTP: the partner API's token bucket of 100 a minute, burst 100.
+// Over HTTP: the partner API's token bucket of 100 a minute, burst 100.
 func TestScenarioPartnerAPI(t *testing.T) {
 	e := replay(t)
 	for i := 1; i <= 100; i++ {
@@ -409,7 +409,7 @@ func TestScenarioPartnerAPI(t *testing.T) {
 	}
 }
 
-// Seed 002 §2a over HTTP: 20 concurrent checks on a key with 95 of 100 used admit exactly 5.
+// Over HTTP: 20 concurrent checks on a key with 95 of 100 used admit exactly 5.
 func TestScenarioConcurrentChecks(t *testing.T) {
 	e := replay(t)
 	const concurrent = 20
@@ -443,7 +443,7 @@ func TestScenarioConcurrentChecks(t *testing.T) {
 	}
 }
 
-// Seed 002 §2b over HTTP: login attempts checked with check-all against the IP and the spent account
+// Over HTTP: login attempts checked with check-all against the IP and the spent account
 // rule spend nothing of the IP's budget.
 func TestScenarioLoginPair(t *testing.T) {
 	e := replay(t)
@@ -471,7 +471,7 @@ func TestScenarioLoginPair(t *testing.T) {
 	}
 }
 
-// Seed 003 over HTTP: the per-model registry, 2 requests a minute and 1000 tokens a minute.
+// Over HTTP: a per-model registry, 2 requests a minute and 1000 tokens a minute.
 func TestScenarioPerModelRegistry(t *testing.T) {
 	e := replay(t)
 	for i := range 2 {

@@ -238,7 +238,7 @@ func TestFirstChecksAmongExistingRows(t *testing.T) {
 	}
 }
 
-// TestCheckAllLoginPair is seed 002 §2b: once an account has spent its 5 logins, attempts checked
+// TestCheckAllLoginPair is the login pair: once an account has spent its 5 logins, attempts checked
 // with CheckAll against the IP and the account spend nothing of the IP's budget.
 func TestCheckAllLoginPair(t *testing.T) {
 	t.Parallel()

@@ -97,7 +97,7 @@ func (pl *placement) node(key string) int {
 	return pl.owners[s]
 }
 
-// Seed 002's login pair: 50 attempts per IP and 5 per account every 15 minutes.
+// The login pair: 50 attempts per IP and 5 per account every 15 minutes.
 var (
 	loginIP      = sluice.MustPolicy("login-ip", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 50, WindowMs: 15 * 60 * 1000}})
 	loginAccount = sluice.MustPolicy("login-account", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 15 * 60 * 1000}})
@@ -130,7 +130,7 @@ func TestCluster(t *testing.T) {
 // login is one CheckAll of a login attempt: the IP's limit and the account's.
 type login struct{ ip, account string }
 
-// testCrossSlotCheckAll runs seed 002's login pair on keys in different slots on different nodes,
+// testCrossSlotCheckAll runs the login pair on keys in different slots on different nodes,
 // so every CheckAll reserves on two nodes and a denied one refunds on the other.
 func testCrossSlotCheckAll(t *testing.T, s *redisstore.Store, pl *placement) {
 	// otherNode returns the first of name0, name1, … whose key under policy is not on node.

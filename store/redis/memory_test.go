@@ -14,7 +14,7 @@ import (
 
 // TestMemoryPerKey measures what Redis holds per key (MEMORY USAGE: the key, its value, and the
 // dictionary and expiry entries) with the default prefix, a short policy name and a 16-byte key,
-// as docs/redis.md reports. Seed 002 plans 10M buckets at about 100 bytes each: a GCRA key (one
+// as docs/redis.md reports. A plan of 10M buckets at about 100 bytes each: a GCRA key (one
 // double) and a token bucket or fixed window key on the server's clock (12 bytes, see
 // TestCompactStates) stay within that; a 16-byte state crosses jemalloc's 32-byte class for the
 // value and takes 104. The bounds catch a layout that grows.
