@@ -134,6 +134,9 @@ type (
 // Check consumes cost for key under the named policy, as sluice.Limiter.Check. An instant set with
 // sluice.WithNow on ctx is sent along (the server must run with --allow-client-time).
 func (c *Client) Check(ctx context.Context, policy, key string, cost int64) (sluice.Decision, error) {
+	if err := checkCost("cost", cost); err != nil {
+		return sluice.Decision{}, err
+	}
 	var d sluice.Decision
 	err := c.call(ctx, "/v1/check", keyRequest{Policy: policy, Key: key, Cost: &cost, Now: sluice.NowFrom(ctx)}, &d)
 	if err != nil {
@@ -148,6 +151,9 @@ func (c *Client) Check(ctx context.Context, policy, key string, cost int64) (slu
 
 // CheckMany checks each key independently under the named policy, as sluice.Limiter.CheckMany.
 func (c *Client) CheckMany(ctx context.Context, policy string, keys []string, cost int64) ([]sluice.Decision, error) {
+	if err := checkCost("cost", cost); err != nil {
+		return nil, err
+	}
 	var resp struct {
 		Decisions []sluice.Decision `json:"decisions"`
 	}
@@ -174,6 +180,11 @@ func (c *Client) CheckMany(ctx context.Context, policy string, keys []string, co
 // CheckAll checks every item together, all or nothing, as sluice.Limiter.CheckAll: Parts holds one
 // decision per item and DeniedBy is the index of the item that denied.
 func (c *Client) CheckAll(ctx context.Context, items ...sluice.Item) (sluice.Decision, error) {
+	for i, it := range items {
+		if err := checkCost(fmt.Sprintf("items[%d].cost", i), it.Cost); err != nil {
+			return sluice.Decision{}, err
+		}
+	}
 	var resp struct {
 		Allowed   bool              `json:"allowed"`
 		DeniedBy  *int              `json:"deniedBy"`
@@ -224,6 +235,9 @@ func (c *Client) Peek(ctx context.Context, policy, key string) (sluice.Decision,
 
 // Forecast projects key's capacity for checks of cost, as sluice.Limiter.Forecast.
 func (c *Client) Forecast(ctx context.Context, policy, key string, cost int64) (sluice.Forecast, error) {
+	if err := checkCost("cost", cost); err != nil {
+		return sluice.Forecast{}, err
+	}
 	var f sluice.Forecast
 	if err := c.call(ctx, "/v1/forecast", keyRequest{Policy: policy, Key: key, Cost: &cost, Now: sluice.NowFrom(ctx)}, &f); err != nil {
 		return sluice.Forecast{}, err
@@ -233,6 +247,9 @@ func (c *Client) Forecast(ctx context.Context, policy, key string, cost int64) (
 
 // Refund gives cost units back to key under the named policy, as sluice.Limiter.Refund.
 func (c *Client) Refund(ctx context.Context, policy, key string, cost int64) error {
+	if err := checkCost("cost", cost); err != nil {
+		return err
+	}
 	return c.call(ctx, "/v1/refund", keyRequest{Policy: policy, Key: key, Cost: &cost, Now: sluice.NowFrom(ctx)}, nil)
 }
 
@@ -547,4 +564,14 @@ func simpleField(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkCost refuses a cost below 1 before sending it, as sluice.Limiter does: the service reads a
+// cost of 0 as 1 (a proto3 field cannot tell 0 from absent), which a Go caller would not expect.
+// The ceiling is the policy's, which only the service knows.
+func checkCost(field string, cost int64) error {
+	if cost < 1 {
+		return &sluice.InvalidError{Field: field, Reason: fmt.Sprintf("must be at least 1, got %d", cost)}
+	}
+	return nil
 }

@@ -492,11 +492,11 @@ func TestConnectionReuse(t *testing.T) {
 		wg.Go(func() {
 			for i := range calls {
 				// Errors as well as decisions must leave the connection reusable.
-				cost := int64(1)
+				policy := "api"
 				if i%5 == 0 {
-					cost = 0
+					policy = "missing" // the server answers 404
 				}
-				if _, err := c.Check(context.Background(), "api", string(rune('a'+w)), cost); err != nil && !errors.Is(err, sluice.ErrInvalid) {
+				if _, err := c.Check(context.Background(), policy, string(rune('a'+w)), 1); err != nil && !errors.Is(err, sluice.ErrUnknownPolicy) {
 					t.Error(err)
 				}
 			}
@@ -571,5 +571,41 @@ func TestBaseURLPrefix(t *testing.T) {
 	c := newClient(t, srv.URL+"/sluice/", client.Options{})
 	if d, err := c.Check(context.Background(), "api", "k", 1); err != nil || !d.Allowed {
 		t.Fatalf("Check through a prefix: %+v, %v", d, err)
+	}
+}
+
+// TestCostBelowOne: a cost below 1 is refused before anything is sent, naming the field, as
+// sluice.Limiter refuses it (the service would read 0 as 1).
+func TestCostBelowOne(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv.URL, client.Options{FailOpen: true})
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		call  func() error
+		field string
+	}{
+		{"Check 0", func() error { _, err := c.Check(ctx, "api", "k", 0); return err }, "cost"},
+		{"Check -1", func() error { _, err := c.Check(ctx, "api", "k", -1); return err }, "cost"},
+		{"CheckMany 0", func() error { _, err := c.CheckMany(ctx, "api", []string{"k"}, 0); return err }, "cost"},
+		{"CheckAll item 1", func() error {
+			_, err := c.CheckAll(ctx, sluice.Item{Policy: "api", Key: "k", Cost: 1}, sluice.Item{Policy: "api", Key: "k"})
+			return err
+		}, "items[1].cost"},
+		{"Forecast 0", func() error { _, err := c.Forecast(ctx, "api", "k", 0); return err }, "cost"},
+		{"Refund 0", func() error { return c.Refund(ctx, "api", "k", 0) }, "cost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ie *sluice.InvalidError
+			if err := tt.call(); !errors.As(err, &ie) || ie.Field != tt.field || !errors.Is(err, sluice.ErrInvalid) {
+				t.Errorf("%v, want an *InvalidError naming %q (and never failed open)", err, tt.field)
+			}
+		})
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
 	}
 }
