@@ -14,9 +14,12 @@ import (
 	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
-const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--calls N] [--rate R] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
+const benchUsage = "usage: sluice bench --target ADDR --policy NAME [--proto grpc|http|envoy|gubernator] [--keys N] [--concurrency N] [--conns N] [--duration D] [--calls N] [--rate R] [--batch N] [--cost N] [--token T] [--limit N --period D] [--json]\n\n" +
 	"With --proto gubernator, --target is gubernator's gRPC port, --policy the rate limit's name,\n" +
-	"and --limit and --period (required) the limit and duration sent in each request.\n\n"
+	"and --limit and --period (required) the limit and duration sent in each request.\n" +
+	"With --proto envoy, --target is a gRPC port serving Envoy's ShouldRateLimit (sluice's, or\n" +
+	"envoyproxy/ratelimit's), --policy the domain, each key one descriptor of one entry (key, bench-N),\n" +
+	"--batch N descriptors per request, and --cost the request's hits_addend.\n\n"
 
 // runBench drives a running server and prints a summary: exit 0 when every call succeeded, 1 when
 // some failed, 2 on bad usage or when the run could not start.
@@ -29,8 +32,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg := loadgen.Config{}
 	fs.StringVar(&cfg.Target, "target", "", "`address` (host:port) of the server's gRPC or HTTP port")
-	fs.StringVar(&cfg.Proto, "proto", loadgen.GRPC, "protocol: grpc, http, or gubernator (its GetRateLimits API, for comparison)")
-	fs.StringVar(&cfg.Policy, "policy", "", "policy `NAME` to check against")
+	fs.StringVar(&cfg.Proto, "proto", loadgen.GRPC, "protocol: grpc, http, envoy (Envoy's ShouldRateLimit), or gubernator (its GetRateLimits API, for comparison)")
+	fs.StringVar(&cfg.Policy, "policy", "", "policy `NAME` to check against (envoy: the domain)")
 	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct keys, chosen uniformly at random")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 64, "concurrent callers")
 	fs.IntVar(&cfg.Conns, "conns", 4, "gRPC connections, or HTTP connections to the host at most")
@@ -103,6 +106,12 @@ func printSummary(w io.Writer, s *loadgen.Summary) {
 	call := "Check"
 	if s.Batch > 1 {
 		call = fmt.Sprintf("CheckMany of %d", s.Batch)
+	}
+	if s.Proto == loadgen.Envoy {
+		call = fmt.Sprintf("ShouldRateLimit of %d descriptors", s.Batch)
+		if s.Batch == 1 {
+			call = "ShouldRateLimit of 1 descriptor"
+		}
 	}
 	if s.Proto == loadgen.Gubernator {
 		call = fmt.Sprintf("GetRateLimits of %d, limit %d per %v", s.Batch, s.Limit, time.Duration(s.PeriodMs)*time.Millisecond)

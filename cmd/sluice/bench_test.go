@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -179,6 +180,46 @@ func TestBenchTable(t *testing.T) {
 	}
 }
 
+// TestBenchEnvoy drives sluice serve's Envoy service with --proto envoy, as scripts/servicepath.sh
+// does: the domain is --policy, each key one descriptor (key, bench-N).
+func TestBenchEnvoy(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("domain: bench\ndescriptors:\n  - key: key\n    rate_limit: {unit: hour, requests_per_unit: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte("store: memory\nenvoy: ["+rules+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startServe(t, "--config", cfg)
+	tests := []struct {
+		name        string
+		batch       int
+		wantCall    string
+		wantAllowed int64
+	}{
+		// 3 keys × 2 an hour, one descriptor a request: 6 allowed of 20.
+		{"unary", 1, "ShouldRateLimit of 1 descriptor,", 6},
+		// Nothing is left: every descriptor of every request is denied.
+		{"batch", 4, "ShouldRateLimit of 4 descriptors", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := runBenchJSON(t, "--target", r.grpc, "--proto", "envoy", "--policy", "bench", "--keys", "3",
+				"--concurrency", "2", "--calls", "20", "--batch", itoa(tt.batch))
+			if s.Allowed != tt.wantAllowed || s.Checks != 20*int64(tt.batch) || s.Errors != 0 {
+				t.Errorf("allowed %d of %d checks (errors %d), want %d of %d", s.Allowed, s.Checks, s.Errors, tt.wantAllowed, 20*tt.batch)
+			}
+			var stdout, stderr bytes.Buffer
+			run([]string{"bench", "--target", r.grpc, "--proto", "envoy", "--policy", "bench", "--calls", "2", "--batch", itoa(tt.batch)}, &stdout, &stderr)
+			if !strings.Contains(stdout.String(), tt.wantCall) {
+				t.Errorf("the table does not say %q:\n%s", tt.wantCall, stdout.String())
+			}
+		})
+	}
+}
+
 func TestBenchErrors(t *testing.T) {
 	r := startServe(t)
 	tests := []struct {
@@ -190,7 +231,7 @@ func TestBenchErrors(t *testing.T) {
 		{"unknown policy over grpc", []string{"--target", r.grpc, "--policy", "nope"}, 2, "NotFound"},
 		{"unknown policy over http", []string{"--target", r.http, "--proto", "http", "--policy", "nope"}, 2, "404"},
 		{"no target", []string{"--policy", "p"}, 2, "no target"},
-		{"bad proto", []string{"--target", r.grpc, "--policy", "p", "--proto", "quic"}, 2, "want grpc, http or gubernator"},
+		{"bad proto", []string{"--target", r.grpc, "--policy", "p", "--proto", "quic"}, 2, "want grpc, http, gubernator or envoy"},
 		{"gubernator without limit", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--period", "1s"}, 2, "needs --limit"},
 		{"gubernator without period", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--limit", "5"}, 2, "needs --period"},
 		{"gubernator against sluice", []string{"--target", r.grpc, "--policy", "p", "--proto", "gubernator", "--limit", "5", "--period", "1s"}, 2, "Unimplemented"},

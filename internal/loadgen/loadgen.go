@@ -1,5 +1,5 @@
-// Package loadgen is the engine of sluice bench: it drives a running sluice server over gRPC or
-// HTTP (or, for comparison, gubernator over its gRPC API) with a fixed number of concurrent callers
+// Package loadgen is the engine of sluice bench: it drives a running sluice server over gRPC,
+// HTTP or Envoy's rate-limit API (or, for comparison, gubernator over its gRPC API) with a fixed number of concurrent callers
 // for a fixed duration or number of calls, and reports throughput, outcomes and call latency.
 //
 // Each caller (worker) keeps its own counters and latency histogram, so the hot path takes no lock;
@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -22,20 +23,21 @@ const (
 	GRPC       = "grpc"
 	HTTP       = "http"
 	Gubernator = "gubernator" // gubernator's GetRateLimits over gRPC, for comparison
+	Envoy      = "envoy"      // Envoy's ShouldRateLimit over gRPC: sluice's Envoy port, envoyproxy/ratelimit
 )
 
 // Config describes one run.
 type Config struct {
 	Target      string        // host:port of the server's gRPC or HTTP port (an http:// URL also works for HTTP)
-	Proto       string        // GRPC, HTTP or Gubernator
-	Policy      string        // the policy to check against
+	Proto       string        // GRPC, HTTP, Gubernator or Envoy
+	Policy      string        // the policy to check against; with Envoy, the domain
 	Keys        int           // distinct keys, chosen uniformly at random
 	Concurrency int           // concurrent callers
 	Conns       int           // gRPC connections, or HTTP connections per host at most
 	Duration    time.Duration // how long to run
 	Calls       int64         // stop after this many calls, counting the first; 0: no limit
 	Rate        float64       // calls per second at most, spread evenly over the callers; 0: as fast as they go
-	Batch       int           // 0 or 1: unary Check; more: CheckMany of Batch keys per call
+	Batch       int           // 0 or 1: unary Check; more: CheckMany of Batch keys per call (Envoy: descriptors per request)
 	Cost        int64         // the cost of each check; 0 means 1
 	Token       string        // bearer token sent with every call, if not empty
 	Limit       int64         // Gubernator only: the limit sent in each request
@@ -124,8 +126,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Target == "":
 		return errors.New("no target: pass --target ADDR")
-	case c.Proto != GRPC && c.Proto != HTTP && c.Proto != Gubernator:
-		return fmt.Errorf("proto %q: want grpc, http or gubernator", c.Proto)
+	case c.Proto != GRPC && c.Proto != HTTP && c.Proto != Gubernator && c.Proto != Envoy:
+		return fmt.Errorf("proto %q: want grpc, http, gubernator or envoy", c.Proto)
 	case c.Policy == "":
 		return errors.New("no policy: pass --policy NAME")
 	case c.Keys < 1:
@@ -150,6 +152,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("period %v: gubernator needs --period D, at least 1ms", c.Period)
 	case c.Proto == Gubernator && c.Batch > gubernatorMaxBatch:
 		return fmt.Errorf("batch %d: gubernator takes at most %d", c.Batch, gubernatorMaxBatch)
+	case c.Proto == Envoy && c.Cost > math.MaxUint32:
+		return fmt.Errorf("cost %d: Envoy's hits_addend takes at most %d", c.Cost, uint32(math.MaxUint32))
 	}
 	if c.Batch == 0 {
 		c.Batch = 1
@@ -181,6 +185,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		tr, err = newHTTP(cfg)
 	case Gubernator:
 		tr, err = newGubernator(cfg)
+	case Envoy:
+		tr, err = newEnvoy(cfg)
 	}
 	if err != nil {
 		return nil, err
