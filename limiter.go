@@ -235,6 +235,9 @@ type Item struct {
 //
 // Use it for several rules guarding one request, such as a per-IP and a per-account login limit: a
 // request the account limit denies spends nothing of the IP's budget.
+//
+// One item is decided by the store's Check, as alike as CheckAll would and batched with
+// concurrent checks on a shared store; the result is the same Combine of one decision.
 func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error) {
 	if len(items) == 0 {
 		return Decision{}, invalid("items", "at least one item is needed")
@@ -253,7 +256,15 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 		ps[i] = e.policy
 	}
 	out := make([]Decision, len(items))
-	if err := l.store.CheckAll(ctx, NowFrom(ctx), ps, items, out); err != nil {
+	if len(items) == 1 {
+		// One item is a Check, which decides alike and which the shared stores coalesce with
+		// concurrent callers' checks: a one-rule request costs the store what a Check does.
+		d, err := l.store.Check(ctx, NowFrom(ctx), ps[0], items[0].Key, items[0].Cost)
+		if err != nil {
+			return Decision{}, err
+		}
+		out[0] = d
+	} else if err := l.store.CheckAll(ctx, NowFrom(ctx), ps, items, out); err != nil {
 		return Decision{}, err
 	}
 	d := Combine(out)

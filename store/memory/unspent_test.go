@@ -10,3 +10,11 @@ import (
 func TestDeniedGroupsSpendNothing(t *testing.T) {
 	storetest.DeniedGroups(t, openStore(t, memory.Config{}))
 }
+
+func TestOneItemCheckAllIsACheck(t *testing.T) {
+	storetest.OneItemCheckAll(t, openStore(t, memory.Config{}))
+}
+
+func TestConcurrentCheckAllsExact(t *testing.T) {
+	storetest.ConcurrentCheckAll(t, openStore(t, memory.Config{}))
+}

@@ -11,3 +11,13 @@ func TestDeniedGroupsSpendNothing(t *testing.T) {
 	s, _, _ := newStore(t, pgstore.Config{})
 	storetest.DeniedGroups(t, s)
 }
+
+func TestOneItemCheckAllIsACheck(t *testing.T) {
+	s, _, _ := newStore(t, pgstore.Config{})
+	storetest.OneItemCheckAll(t, s)
+}
+
+func TestConcurrentCheckAllsExact(t *testing.T) {
+	s, _, _ := newStore(t, pgstore.Config{})
+	storetest.ConcurrentCheckAll(t, s)
+}
