@@ -96,7 +96,13 @@ func (b *Batcher[C, R]) laneOf(p *sluice.Policy, key string) *lane[C, R] {
 // Check decides one check in a batch, and returns the reply of its call and the check's index in
 // the call. A context done first is an error matching sluice.ErrUnavailable.
 func (b *Batcher[C, R]) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (reply []R, i int, err error) {
-	n := len(p.Limits())
+	return b.Group(ctx, now, len(p.Limits()), p, key, func(c C) C { return b.cfg.Add(c, p, key, cost) })
+}
+
+// Group is Check for a group of n steps decided together, all or nothing, which add appends to
+// a call: a CheckAll of several items. p and key pick its lane. It shares calls with the checks
+// and groups of n steps, as a check of a policy of n limits is one such group.
+func (b *Batcher[C, R]) Group(ctx context.Context, now int64, n int, p *sluice.Policy, key string, add func(C) C) (reply []R, i int, err error) {
 	dl, hasDeadline := ctx.Deadline()
 	ln := b.laneOf(p, key)
 	b.mu.Lock()
@@ -110,7 +116,7 @@ func (b *Batcher[C, R]) Check(ctx context.Context, now int64, p *sluice.Policy, 
 	}
 	i = bt.checks
 	bt.checks++
-	bt.c = b.cfg.Add(bt.c, p, key, cost)
+	bt.c = add(bt.c)
 	b.mu.Unlock()
 
 	if !lead {

@@ -100,6 +100,62 @@ func TestConcurrentChecksShareCalls(t *testing.T) {
 	}
 }
 
+// Groups of several steps share calls, and each group's index in its call finds its own steps,
+// whatever the groups it shared the call with.
+func TestGroupsShareCalls(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps int
+	}{
+		{"oneStep", 1},
+		{"twoSteps", 2},
+		{"fiveSteps", 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int64
+			b := batch.New(batch.Config[[]string, string]{
+				Lanes:   2,
+				NewCall: func(int64, int) []string { return nil },
+				Run: func(ctx context.Context, c []string) ([]string, error) {
+					runs.Add(1)
+					time.Sleep(time.Millisecond)
+					return c, nil // each step replies its own name
+				},
+			})
+			const callers, each = 64, 10
+			var wg sync.WaitGroup
+			for g := range callers {
+				wg.Go(func() {
+					for j := range each {
+						id := fmt.Sprint(g, "/", j)
+						reply, i, err := b.Group(context.Background(), 0, tt.steps, p, "k", func(c []string) []string {
+							for k := range tt.steps {
+								c = append(c, fmt.Sprint(id, "#", k))
+							}
+							return c
+						})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						for k := range tt.steps {
+							if got, want := reply[tt.steps*i+k], fmt.Sprint(id, "#", k); got != want {
+								t.Errorf("group %s, step %d: reply %q", id, k, got)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := runs.Load(); n > callers*each/4 {
+				t.Errorf("%d calls for %d concurrent groups: they did not share calls", n, callers*each)
+			}
+		})
+	}
+}
+
 // Checks of one key never reach the store in two calls at once, however many lanes there are;
 // checks of keys in other lanes do not wait for them.
 func TestHotKeyOneCallInFlight(t *testing.T) {

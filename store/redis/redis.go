@@ -738,7 +738,8 @@ func (s *Store) instant(ctx context.Context, now int64) (int64, error) {
 }
 
 // CheckAll implements sluice.Store. On a standalone or Sentinel-watched Redis, and on a Cluster
-// when every key falls in one slot, it is one script: all or nothing. Across Cluster slots it
+// when every key falls in one slot, it is one script, all or nothing, whose run concurrent
+// callers' checks and CheckAlls share (Config.BatchSize). Across Cluster slots it
 // reserves in each slot and refunds if any denies (see the package documentation).
 func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	if err := s.open(); err != nil {
@@ -759,6 +760,9 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 				return err
 			}
 		}
+	}
+	if s.batcher != nil && len(groups) == 1 {
+		return s.checkAllBatched(ctx, now, ps, items, out)
 	}
 	calls := make([]call, len(groups))
 	for g, members := range groups {
@@ -809,6 +813,26 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 	if !allowed && len(groups) > 1 {
 		return s.refundAllowed(ctx, now, ps, items, groups, replies)
 	}
+	return nil
+}
+
+// checkAllBatched is CheckAll as one group of a batched run, beside concurrent callers' checks and
+// CheckAlls of as many steps: the script decides it all or nothing, as a run of its own would.
+func (s *Store) checkAllBatched(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
+	steps := 0
+	for _, p := range ps {
+		steps += len(p.Limits())
+	}
+	v, i, err := s.batcher.Group(ctx, now, steps, ps[0], items[0].Key, func(c call) call {
+		for j, it := range items {
+			c.addPolicy(s, ps[j], it.Key, it.Cost)
+		}
+		return c
+	})
+	if err != nil {
+		return err
+	}
+	combine(ps, items, decisions(v[5*steps*i:5*steps*(i+1)]), out)
 	return nil
 }
 
