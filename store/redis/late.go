@@ -69,7 +69,7 @@ func late(r rueidis.RedisResult) bool {
 // calls a dial and a handshake. A reply later than that is from a Redis that stopped answering.
 const linger = time.Second
 
-// lingering is the context a script that consumes is sent with: ctx's values, and ctx's deadline
+// lingering is the context a script is sent with: ctx's values, and ctx's deadline
 // plus linger; ctx itself when it has no deadline.
 func lingering(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()

@@ -410,10 +410,14 @@ func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
 		return v[0], nil
 	}
 	if !consumes(c.op) {
+		// Sent lingering too, though nothing is decided: a script cut off at the caller's deadline
+		// costs the connection it came on (bounded answers the caller at its deadline anyway).
 		return bounded(ctx, func() ([]int64, error) {
-			r := s.client.Do(ctx, s.evalsha(c))
+			qctx, cancel := lingering(ctx)
+			defer cancel()
+			r := s.client.Do(qctx, s.evalsha(c))
 			if noScript(r) {
-				r = s.client.Do(ctx, s.eval(c))
+				r = s.client.Do(qctx, s.eval(c))
 			}
 			return numbers(c, r)
 		})
@@ -432,7 +436,11 @@ func (s *Store) run(ctx context.Context, c call) ([]int64, error) {
 
 // do runs one command, pipelined (see route), bounded by ctx.
 func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	r, _ := bounded(ctx, func() (rueidis.RedisResult, error) { return s.client.Do(ctx, cmd.ToPipe()), nil })
+	r, _ := bounded(ctx, func() (rueidis.RedisResult, error) {
+		qctx, cancel := lingering(ctx) // as run's scripts: cut off, a command costs its connection
+		defer cancel()
+		return s.client.Do(qctx, cmd.ToPipe()), nil
+	})
 	if err := ctx.Err(); err != nil && r.Error() == nil {
 		return rueidis.NewErrorResult(err)
 	}
@@ -445,7 +453,11 @@ func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResu
 func (s *Store) runAll(ctx context.Context, calls []call) ([][]int64, error) {
 	// The calls of one runAll all consume, or none do.
 	if len(calls) == 0 || !consumes(calls[0].op) {
-		return bounded(ctx, func() ([][]int64, error) { return s.runAllNow(ctx, calls) })
+		return bounded(ctx, func() ([][]int64, error) {
+			qctx, cancel := lingering(ctx)
+			defer cancel()
+			return s.runAllNow(qctx, calls)
+		})
 	}
 	if s.waits(calls[0]) {
 		return boundedLate(ctx, s.countLate, func() ([][]int64, error) { return s.runAllWaited(ctx, calls) })
