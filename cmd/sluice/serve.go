@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"slices"
@@ -45,6 +46,7 @@ type serveFlags struct {
 	resetQueries              []string
 	maxKeys                   int
 	requireStore              bool
+	pprof                     string // the profiling listener's address; "" for none
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -70,6 +72,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	})
 	fs.DurationVar(&f.reloadEvery, "reload-every", time.Second, "how often to look for a changed config file (SIGHUP reloads at once)")
 	fs.BoolVar(&f.requireStore, "require-store", false, "exit non-zero when the store cannot answer at start, instead of serving (not ready) until it does; as requireStore: true in the config")
+	fs.StringVar(&f.pprof, "pprof", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on `address`, a listener of its own with no auth: keep it on loopback; off by default")
 	fs.IntVar(&f.maxKeys, "max-keys", 0, "keys the embedded store may hold, overriding the config's maxKeys (default 1000000)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -357,6 +360,15 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		}
 	}()
 	go func() { errc <- gs.Serve(grpcLn) }()
+	if f.pprof != "" {
+		stop, err := servePprof(f.pprof, log)
+		if err != nil {
+			hs.Close()
+			gs.Stop()
+			return err
+		}
+		defer stop()
+	}
 
 	reload := func() {
 		next, err := f.load()
@@ -615,4 +627,23 @@ func tlsConfig(cert, key, clientCA string) (*tls.Config, error) {
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return c, nil
+}
+
+// servePprof serves net/http/pprof's handlers on addr, apart from the API's listeners (so that no
+// token or host check applies and none is needed: bind it to loopback). stop closes it.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ps := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go ps.Serve(ln)
+	log.Info("sluice serve: profiles", "pprof", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { ps.Close() }, nil
 }

@@ -134,3 +134,41 @@ func TestServeWarnsOfIdleOptions(t *testing.T) {
 		t.Errorf("/readyz %d on the embedded store, want 200", code)
 	}
 }
+
+// TestServePprof: --pprof serves Go's profiles on a listener of its own, and the API's port does
+// not serve them.
+func TestServePprof(t *testing.T) {
+	addr := deadPort(t)
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "policies:\n  a: {strategy: gcra, limit: 10, period: 1s, burst: 10}\n")
+	r := startServe(t, "--config", path, "--pprof", addr)
+	tests := []struct {
+		name string
+		url  string
+		want int
+	}{
+		{"the profiles' index", "http://" + addr + "/debug/pprof/", http.StatusOK},
+		{"a goroutine profile", "http://" + addr + "/debug/pprof/goroutine?debug=1", http.StatusOK},
+		{"not on the API's port", "http://" + r.http + "/debug/pprof/", http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var code int
+			eventually(t, tt.url, func() bool {
+				resp, err := http.Get(tt.url)
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				code = resp.StatusCode
+				return true
+			})
+			if code != tt.want {
+				t.Errorf("GET %s: %d, want %d", tt.url, code, tt.want)
+			}
+		})
+	}
+	if !strings.Contains(r.log.String(), "sluice serve: profiles") {
+		t.Errorf("the log does not say where the profiles are:\n%s", r.log.String())
+	}
+}
