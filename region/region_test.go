@@ -97,9 +97,9 @@ func TestRegionRebalance(t *testing.T) {
 		field  string
 	}{
 		{
-			// The example: a proportional split of the whole limit gives 570/210/120 and
+			// docs/regions.md's example: a proportional split of the whole limit gives 570/210/120 and
 			// serves 870.
-			name: "the issue's example", limit: 900, floor: 0.1,
+			name: "docs/regions.md's example", limit: 900, floor: 0.1,
 			demand: map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100},
 			want:   map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}, served: 900,
 		},

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
 )
 
-// issueExample is the example of the issue that asked for the command.
+// issueExample is docs/regions.md's example.
 var issueExample = []string{"simulate", "regions", "--limit", "900", "--demand", "mumbai=600,frankfurt=200,virginia=100"}
 
 func TestSimulateRegions(t *testing.T) {
@@ -28,7 +28,7 @@ func TestSimulateRegions(t *testing.T) {
 		stderr []string // substrings of stderr
 	}{
 		{
-			name: "the issue's example",
+			name: "docs/regions.md's example",
 			args: issueExample,
 			stdout: "mumbai even=300 rebalanced=600\n" +
 				"frankfurt even=300 rebalanced=200\n" +

@@ -27,7 +27,7 @@ import (
 // start with it.
 const t0 = 1_700_000_040_000
 
-// testConfig holds the policies of the issue's scenarios.
+// testConfig holds the policies of the scenarios below.
 const testConfig = `
 policies:
   partner-api: {strategy: tokenBucket, capacity: 100, refillPerSec: 1.6666666666666667}
