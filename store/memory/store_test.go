@@ -1241,3 +1241,27 @@ func TestRequestUnitSingleLimit(t *testing.T) {
 		t.Errorf("CheckMany of cost 7: %+v, %v; want 7 and 9 remaining", ds, err)
 	}
 }
+
+// TestLongKeysInsertedConcurrently: checks of long keys (kept out of line) while others insert
+// new ones; under -race this caught lookups reading the long-key slice while an insert grew it.
+func TestLongKeysInsertedConcurrently(t *testing.T) {
+	st := memory.New(memory.Config{})
+	defer st.Close()
+	p := sluice.MustPolicy("p", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1_000_000, WindowMs: 3_600_000}})
+	const workers, keys = 8, 300
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range keys {
+				// Each worker inserts its own keys and looks up the others' as they appear.
+				for _, k := range []string{fmt.Sprintf("a-long-key-of-more-than-sixteen-bytes:%d:%d", w, i), fmt.Sprintf("a-long-key-of-more-than-sixteen-bytes:%d:%d", (w+1)%workers, i)} {
+					if d, err := st.Check(context.Background(), 0, p, k, 1); err != nil || !d.Allowed {
+						t.Errorf("%s: %+v, %v", k, d, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -45,10 +45,13 @@ type table[S any] struct {
 
 // array is one generation of a table's slots. An entry of longs is written once, before the slot
 // that indexes it is published, and never again while the array is in use, so lookups read it
-// without a lock; the entries of deleted keys stay until the next rebuild.
+// without a lock; the entries of deleted keys stay until the next rebuild. The slice itself is
+// never assigned after the array is built (lookups read its header unlocked): nlongs counts the
+// entries in use.
 type array[S any] struct {
-	slots []slot[S]
-	longs []string // long keys; cap is the room, grown by rebuilding
+	slots  []slot[S]
+	longs  []string // long keys; its length is the room, grown by rebuilding
+	nlongs int      // entries of longs in use; the table's mutex guards it
 }
 
 type slot[S any] struct {
@@ -348,7 +351,7 @@ func (a *array[S]) room(t *table[S], key string) bool {
 	if float64(t.live+t.dead+1) > maxLoad*float64(len(a.slots)) {
 		return false
 	}
-	return len(key) <= inlineKey || len(a.longs) < cap(a.longs)
+	return len(key) <= inlineKey || a.nlongs < len(a.longs)
 }
 
 // place puts key, locked, in the first empty slot of its probe sequence. The caller holds the
@@ -357,8 +360,9 @@ func (t *table[S]) place(a *array[S], h uint64, key string) *slot[S] {
 	s := a.empty(h)
 	s.key[0], s.key[1] = words(key)
 	if len(key) > inlineKey {
-		s.key[1] = uint64(len(a.longs))
-		a.longs = append(a.longs, strings.Clone(key))
+		s.key[1] = uint64(a.nlongs)
+		a.longs[a.nlongs] = strings.Clone(key)
+		a.nlongs++
 	}
 	m := metaOf(h, len(key))
 	if t.word {
@@ -402,7 +406,7 @@ func (t *table[S]) rebuild(want int, long bool) *array[S] {
 	}
 	next := &array[S]{slots: make([]slot[S], sizeFor(want))}
 	if longs > 0 {
-		next.longs = make([]string, 0, 2*longs)
+		next.longs = make([]string, 2*longs)
 	}
 	if old != nil {
 		for i := range old.slots {
@@ -415,8 +419,9 @@ func (t *table[S]) rebuild(want int, long bool) *array[S] {
 			d := next.empty(m)
 			d.key, d.state = s.key, v
 			if m>>lenShift&lenMask > inlineKey {
-				d.key[1] = uint64(len(next.longs))
-				next.longs = append(next.longs, old.longs[s.key[1]])
+				d.key[1] = uint64(next.nlongs)
+				next.longs[next.nlongs] = old.longs[s.key[1]]
+				next.nlongs++
 			}
 			d.meta.Store(m)
 			t.retire(s, moved)
