@@ -260,3 +260,12 @@ func exists(ctx context.Context, tx pgx.Tx, q string) (bool, error) {
 	err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&ok)
 	return ok, err
 }
+
+// TakeSchema removes sluice's connection option sluice_schema from params, the runtime parameters
+// of a parsed PostgreSQL URL (it names the schema, and is no server setting), and returns it: ""
+// when the URL has none.
+func TakeSchema(params map[string]string) string {
+	schema := params["sluice_schema"]
+	delete(params, "sluice_schema")
+	return schema
+}

@@ -89,6 +89,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/pgmigrate"
 	"github.com/sluicehq/sluice/internal/storeerr"
 
 	"github.com/jackc/pgx/v5"
@@ -181,11 +182,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	var cfg Config
-	if schema, ok := pc.ConnConfig.RuntimeParams["sluice_schema"]; ok {
-		cfg.Schema = schema
-		delete(pc.ConnConfig.RuntimeParams, "sluice_schema") // not a server setting
-	}
+	cfg := Config{Schema: pgmigrate.TakeSchema(pc.ConnConfig.RuntimeParams)}
 	// A connection made later (a pool growing, or PostgreSQL back from a restart) is warmed before
 	// it serves; the first ones are warmed once the schema is migrated.
 	sql := newStatements(or(cfg.Schema, "sluice"))

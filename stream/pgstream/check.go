@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/pgmigrate"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -18,8 +19,7 @@ func CheckQueries(ctx context.Context, url string, qs []stream.Query) error {
 	if err != nil {
 		return fmt.Errorf("stream: %w", err)
 	}
-	schema := cc.RuntimeParams["sluice_schema"]
-	delete(cc.RuntimeParams, "sluice_schema") // not a server setting
+	schema := pgmigrate.TakeSchema(cc.RuntimeParams)
 	if schema == "" {
 		schema = defaultSchema
 	}

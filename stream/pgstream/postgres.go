@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/pgmigrate"
 	"github.com/sluicehq/sluice/internal/storeerr"
 
 	"github.com/jackc/pgx/v5"
@@ -59,11 +60,7 @@ func Open(ctx context.Context, url string) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	var cfg Config
-	if s, ok := pc.ConnConfig.RuntimeParams["sluice_schema"]; ok {
-		cfg.Schema = s
-		delete(pc.ConnConfig.RuntimeParams, "sluice_schema") // not a server setting
-	}
+	cfg := Config{Schema: pgmigrate.TakeSchema(pc.ConnConfig.RuntimeParams)}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, unavailable(err)
