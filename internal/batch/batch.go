@@ -21,9 +21,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/storeerr"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storeerr"
 )
 
 // Config configures a Batcher of calls of type C, which Run answers with a reply of R.

@@ -89,9 +89,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/pgmigrate"
-	"github.com/sluicehq/sluice/internal/storeerr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -99,6 +96,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/await"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/pgmigrate"
+	"github.com/sluicehq/sluice/internal/storeerr"
 )
 
 // Config configures a Store. The zero value is ready to use.

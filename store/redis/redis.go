@@ -68,14 +68,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/storeerr"
-
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/internal/await"
 	"github.com/sluicehq/sluice/internal/batch"
+	"github.com/sluicehq/sluice/internal/storeerr"
 	"github.com/sluicehq/sluice/internal/unspent"
 )
 

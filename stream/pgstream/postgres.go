@@ -19,13 +19,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/pgmigrate"
-	"github.com/sluicehq/sluice/internal/storeerr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/pgmigrate"
+	"github.com/sluicehq/sluice/internal/storeerr"
 	"github.com/sluicehq/sluice/stream"
 )
 
