@@ -102,26 +102,33 @@ func (b *Batcher[C, R]) Check(ctx context.Context, now int64, p *sluice.Policy, 
 // a call: a CheckAll of several items. p and key pick its lane. It shares calls with the checks
 // and groups of n steps, as a check of a policy of n limits is one such group.
 func (b *Batcher[C, R]) Group(ctx context.Context, now int64, n int, p *sluice.Policy, key string, add func(C) C) (reply []R, i int, err error) {
+	return b.Groups(ctx, now, n, 1, p, key, add)
+}
+
+// Groups is Group for count groups of n steps each, decided each on its own but sent in one call:
+// a CheckMany of count keys. It returns the index of the first; the others follow it. A call
+// holds more than Config.Max groups only when count alone exceeds it.
+func (b *Batcher[C, R]) Groups(ctx context.Context, now int64, n, count int, p *sluice.Policy, key string, add func(C) C) (reply []R, first int, err error) {
 	dl, hasDeadline := ctx.Deadline()
 	ln := b.laneOf(p, key)
 	b.mu.Lock()
 	bt := ln.open
-	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks == b.cfg.Max
+	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks+count > b.cfg.Max
 	if lead {
 		bt = &batch[C, R]{now: now, limits: n, c: b.cfg.NewCall(now, n), deadline: dl, done: make(chan struct{})}
 		ln.open = bt
 	} else if hasDeadline && (bt.deadline.IsZero() || dl.Before(bt.deadline)) {
 		bt.deadline = dl
 	}
-	i = bt.checks
-	bt.checks++
+	first = bt.checks
+	bt.checks += count
 	bt.c = add(bt.c)
 	b.mu.Unlock()
 
 	if !lead {
 		select {
 		case <-bt.done:
-			return bt.reply, i, bt.err
+			return bt.reply, first, bt.err
 		case <-ctx.Done():
 			return nil, 0, unavailable(ctx.Err())
 		}
@@ -150,7 +157,7 @@ func (b *Batcher[C, R]) Group(ctx context.Context, now int64, n int, p *sluice.P
 		return nil, 0, unavailable(ctx.Err())
 	}
 	b.send(ln, bt)
-	return bt.reply, i, bt.err
+	return bt.reply, first, bt.err
 }
 
 // send closes bt to newcomers, runs it once it holds a slot, and gives back the lane's turn.

@@ -264,3 +264,54 @@ func TestBatchGivesUpWithItsFirstCaller(t *testing.T) {
 		t.Errorf("%d calls ran, want only the holder's: the batch whose caller gave up was sent", runs)
 	}
 }
+
+// A caller's several groups (a CheckMany) join one call together, in order, beside other callers'
+// groups; more groups than Max go out as one call of their own.
+func TestManyGroupsOfOneCaller(t *testing.T) {
+	tests := []struct {
+		name  string
+		count int
+	}{
+		{"one", 1},
+		{"three", 3},
+		{"moreThanMax", 40},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fake{delay: time.Millisecond}
+			b := f.batcher(32, 1)
+			const callers, each = 16, 10
+			var wg sync.WaitGroup
+			for g := range callers {
+				wg.Go(func() {
+					for j := range each {
+						id := fmt.Sprint(g, "/", j)
+						reply, first, err := b.Groups(context.Background(), 0, 1, tt.count, p, "k", func(c keys) keys {
+							for k := range tt.count {
+								c = append(c, fmt.Sprint(id, "#", k))
+							}
+							return c
+						})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if len(reply) < first+tt.count {
+							t.Errorf("%s: reply of %d for groups %d..%d", id, len(reply), first, first+tt.count-1)
+							return
+						}
+						for k := range tt.count {
+							if reply[first+k] != first+k {
+								t.Errorf("%s: group %d answered %d", id, first+k, reply[first+k])
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if tt.count <= 32 && f.runs.Load() >= callers*each {
+				t.Errorf("%d calls for %d concurrent callers: they did not share calls", f.runs.Load(), callers*each)
+			}
+		})
+	}
+}
