@@ -24,12 +24,13 @@ const (
 	opDebit    op = "d" // run by the function debit, with decide's arguments
 )
 
-// call is one run of decide: its operation and its steps, each one limit of one key. A batch of
-// concurrent callers' checks would be one call whose groups are the callers' checks.
+// call is one run of decide: its operation and its steps, each one limit of one key, in groups of
+// perGroup steps. A batch of concurrent callers' calls of one operation is one call whose groups
+// are theirs, in arrival order, all of one size (internal/batch batches only groups of equal size).
 type call struct {
 	op       op
 	now      int64
-	perGroup int // steps per all-or-nothing group (check)
+	perGroup int // steps per group: all or nothing for a check; decided one after another
 	steps    []step
 }
 
@@ -56,9 +57,9 @@ func (c *call) addPolicy(p *sluice.Policy, key string, cost int64) {
 	}
 }
 
-// width is how many numbers decide replies per step.
-func (c *call) width() int {
-	switch c.op {
+// width is how many numbers decide replies per step of o.
+func (o op) width() int {
+	switch o {
 	case opCheck, opPeek:
 		return 5
 	case opForecast:
@@ -66,6 +67,9 @@ func (c *call) width() int {
 	}
 	return 0
 }
+
+// writes says whether o writes rows, and so runs holding a writers' slot (Config.InFlight).
+func (o op) writes() bool { return o != opPeek && o != opForecast }
 
 // compareRows orders rows by (policy, key, limit): the order every call locks them in.
 func compareRows(a, b *step) int {

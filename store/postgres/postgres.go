@@ -23,9 +23,11 @@
 // out-of-order locking may still cause is rolled back whole and run again).
 // Peek and Forecast read a snapshot and lock nothing.
 //
-// decide takes any number of independent all-or-nothing groups (CheckMany sends one per key), so a
-// batched mode can decide the Checks of concurrent callers in one statement, one group each, as
-// store/redis/batch.go does for Redis.
+// decide takes any number of groups of one size, decided one after another, each all or nothing
+// (CheckMany sends one per key), so concurrent callers share statements (Config.BatchSize): the
+// Checks, CheckManys and CheckAlls of concurrent callers are decided in one statement, a group
+// each, as store/redis does for Redis, and so are their Peeks, Forecasts, Refunds and Debits,
+// each operation in statements of its own (package internal/batch).
 //
 // now = 0 decides at the database server's clock (clock_timestamp(), read inside the function once
 // every row is locked: one clock for the whole fleet, and a caller that waited for a row never
@@ -112,14 +114,20 @@ type Config struct {
 	SweepGrace time.Duration
 	// SweepBatch is how many rows one sweep statement deletes at most. 0 means 500.
 	SweepBatch int
-	// BatchSize is the most concurrent Checks one statement decides (see Check). 0 means 128; 1
-	// sends every Check on its own. A statement's cost is mostly its round trip and commit (one
+	// BatchSize is the most concurrent callers' groups one statement serves: Checks, CheckAlls
+	// and the keys of CheckManys (of policies of as many limits) share statements, and so do
+	// Peeks, Forecasts, Refunds and Debits, each with calls of its own operation. Only calls at the
+	// same explicit instant share (now = 0 is one instant: the server's clock). Each caller is
+	// answered as if its call had run alone, after the calls that joined before it. 0 means 128;
+	// 1 sends every call on its own. A statement's cost is mostly its round trip and commit (one
 	// check or 128 of a hot key: 0.8 against 1.5 ms measured with psql), so a hot key's callers
 	// are best served by one statement each turn.
 	BatchSize int
 	// InFlight is how many statements that write (checks, refunds, debits) may run at once; the
-	// others wait their turn, and Checks that wait batch together. Many concurrent statements
+	// others wait their turn, and calls that wait batch together. Many concurrent statements
 	// locking overlapping rows spend more of the server on waiting for each other than they gain.
+	// Peeks and Forecasts lock nothing and never wait for these slots; with batching on, each of
+	// the two runs at most InFlight statements at once, and the calls that wait batch together.
 	// 0 means 4.
 	InFlight int
 	// IdleRounding is the step idle_at is rounded up to, so that a busy row rewrites it (an indexed
@@ -142,8 +150,9 @@ type Store struct {
 	given atomic.Int64
 	late  atomic.Uint64 // statements that succeeded after their caller's deadline (Late)
 
-	batcher *batch.Batcher[*call, float64] // nil: every Check runs on its own
-	writers chan struct{}                  // a token per writing statement running (Config.InFlight)
+	batchers   map[op]*batch.Batcher[*call, float64] // by operation; nil: every call runs on its own
+	writers    chan struct{}                         // a token per writing statement running (Config.InFlight)
+	statements atomic.Uint64                         // statements sent (decide or debit), for the tests
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -246,14 +255,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 	}
 	s.writers = make(chan struct{}, inFlight)
 	if size > 1 {
-		s.batcher = batch.New(batch.Config[*call, float64]{
-			Max:     size,
-			Lanes:   inFlight,
-			Slots:   s.writers,
-			NewCall: func(now int64, limits int) *call { return newCall(opCheck, now, limits) },
-			Add:     func(c *call, p *sluice.Policy, key string, cost int64) *call { c.addPolicy(p, key, cost); return c },
-			Run:     s.run,
-		})
+		s.batchers = make(map[op]*batch.Batcher[*call, float64], 5)
+		for _, o := range []op{opCheck, opPeek, opForecast, opRefund, opDebit} {
+			s.batchers[o] = s.newBatcher(o, size, inFlight)
+		}
 	}
 	every := orDefault(cfg.SweepInterval, 10*time.Second)
 	if every < 0 {
@@ -265,6 +270,23 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 	s.stop = stop
 	go s.sweepEvery(sweepCtx, every)
 	return s, nil
+}
+
+// newBatcher returns the batcher of operation o: it joins concurrent callers' groups of o into
+// calls of at most size groups, at most lanes calls at once, each holding a writers' slot while it
+// runs if o writes. Callers join with Groups (see do), which takes the steps to add: Config.Add,
+// used by Batcher.Check alone, is left unset.
+func (s *Store) newBatcher(o op, size, lanes int) *batch.Batcher[*call, float64] {
+	cfg := batch.Config[*call, float64]{
+		Max:     size,
+		Lanes:   lanes,
+		NewCall: func(now int64, n int) *call { return newCall(o, now, n) },
+		Run:     s.run,
+	}
+	if o.writes() {
+		cfg.Slots = s.writers
+	}
+	return batch.New(cfg)
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -389,19 +411,44 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	var out []float64
 	err := s.retry(ctx, func(qctx context.Context) error {
 		args[4] = giveUpAt(ctx)
+		s.statements.Add(1)
 		return noRowsLate(s.pool.QueryRow(qctx, stmt, args...).Scan(&out))
 	})
 	if err != nil {
 		return nil, err
 	}
-	if want := c.width() * len(c.steps); len(out) != want {
+	if want := c.op.width() * len(c.steps); len(out) != want {
 		return nil, unavailable(fmt.Errorf("decide replied %d numbers, want %d", len(out), want))
 	}
 	return out, nil
 }
 
-// write runs c, which writes, once it holds one of the Config.InFlight slots (the batcher holds
-// one for each call it runs).
+// do runs count groups of n steps of operation o, which add appends to a call, and returns their
+// part of the reply (o.width() numbers a step). With batching on (Config.BatchSize), the groups
+// join a call of o's batcher beside concurrent callers' groups of o of the same size at the same
+// now, p and key picking the lane, and are decided after the groups that joined before them, as
+// if each call had run alone in that order; else they are a call of their own. A call that writes
+// runs holding a writers' slot; a read never waits for one.
+func (s *Store) do(ctx context.Context, o op, now int64, n, count int, p *sluice.Policy, key string, add func(c *call)) ([]float64, error) {
+	b := s.batchers[o]
+	if b == nil {
+		c := newCall(o, now, n)
+		add(c)
+		if o.writes() {
+			return s.write(ctx, c)
+		}
+		return s.run(ctx, c)
+	}
+	v, first, err := b.Groups(ctx, now, n, count, p, key, func(c *call) *call { add(c); return c })
+	if err != nil {
+		return nil, err
+	}
+	w := o.width() * n
+	return v[w*first : w*(first+count)], nil
+}
+
+// write runs c, which writes, once it holds one of the Config.InFlight slots (a batcher of an
+// operation that writes holds one for each call it runs).
 func (s *Store) write(ctx context.Context, c *call) ([]float64, error) {
 	select {
 	case s.writers <- struct{}{}:
@@ -455,31 +502,23 @@ func noRowsLate(err error) error {
 	return err
 }
 
-// Check implements sluice.Store: one statement decides every limit of p. Concurrent Checks share
-// statements (Config.BatchSize): each is still decided on its own, atomically, and answered once
-// committed.
+// Check implements sluice.Store: one statement decides every limit of p, all or nothing.
+// Concurrent Checks, and CheckAlls and CheckManys' keys of as many limits, share statements
+// (Config.BatchSize): each is still decided on its own, atomically, and answered once committed.
 func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	if err := s.begin(now); err != nil {
 		return sluice.Decision{}, err
 	}
-	if s.batcher != nil {
-		v, i, err := s.batcher.Check(ctx, now, p, key, cost)
-		if err != nil {
-			return sluice.Decision{}, err
-		}
-		n := len(p.Limits())
-		return checked(p, cost, decisions(v[5*n*i:5*n*(i+1)])), nil
-	}
-	c := newCall(opCheck, now, len(p.Limits()))
-	c.addPolicy(p, key, cost)
-	v, err := s.write(ctx, c)
+	v, err := s.do(ctx, opCheck, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, cost) })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
 	return checked(p, cost, decisions(v)), nil
 }
 
-// CheckMany implements sluice.Store: one statement decides every key, each on its own.
+// CheckMany implements sluice.Store: one statement decides every key, each on its own, as a group
+// of p's limits. The keys join concurrent Checks and CheckManys of policies of as many limits
+// together, in one statement (Config.BatchSize).
 func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
 	if err := s.begin(now); err != nil {
 		return err
@@ -488,11 +527,11 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		return nil
 	}
 	n := len(p.Limits())
-	c := newCall(opCheck, now, n)
-	for _, k := range keys {
-		c.addPolicy(p, k, cost)
-	}
-	v, err := s.write(ctx, c)
+	v, err := s.do(ctx, opCheck, now, n, len(keys), p, keys[0], func(c *call) {
+		for _, k := range keys {
+			c.addPolicy(p, k, cost)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -503,7 +542,10 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	return nil
 }
 
-// CheckAll implements sluice.Store: one statement, one transaction, all or nothing.
+// CheckAll implements sluice.Store: one statement, one transaction, all or nothing. Its steps,
+// every limit of every item, are one group, which shares statements with concurrent Checks and
+// CheckAlls of as many steps (Config.BatchSize), decided all or nothing as a statement of its own
+// would decide it.
 func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	if err := s.begin(now); err != nil {
 		return err
@@ -515,11 +557,11 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 	for i := range items {
 		steps += len(ps[i].Limits())
 	}
-	c := newCall(opCheck, now, steps)
-	for i, op := range items {
-		c.addPolicy(ps[i], op.Key, op.Cost)
-	}
-	v, err := s.write(ctx, c)
+	v, err := s.do(ctx, opCheck, now, steps, 1, ps[0], items[0].Key, func(c *call) {
+		for i, it := range items {
+			c.addPolicy(ps[i], it.Key, it.Cost)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -527,14 +569,14 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 	return nil
 }
 
-// Peek implements sluice.Store: one statement reads every limit of p, locking nothing.
+// Peek implements sluice.Store: one statement reads every limit of p, locking nothing. Concurrent
+// Peeks of policies of as many limits share statements (Config.BatchSize), which never wait for a
+// writers' slot.
 func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
 	if err := s.begin(now); err != nil {
 		return sluice.Decision{}, err
 	}
-	c := newCall(opPeek, now, 1)
-	c.addPolicy(p, key, 1)
-	v, err := s.run(ctx, c)
+	v, err := s.do(ctx, opPeek, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, 1) })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
@@ -542,14 +584,13 @@ func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key strin
 }
 
 // Forecast implements sluice.Store. For a composite policy it reports the limit that can spend the
-// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt.
+// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt. Concurrent
+// Forecasts share statements as Peeks do.
 func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
 	if err := s.begin(now); err != nil {
 		return sluice.Forecast{}, err
 	}
-	c := newCall(opForecast, now, 1)
-	c.addPolicy(p, key, cost)
-	v, err := s.run(ctx, c)
+	v, err := s.do(ctx, opForecast, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, cost) })
 	if err != nil {
 		return sluice.Forecast{}, err
 	}
@@ -566,33 +607,41 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 
 // Refund implements sluice.Store: one statement gives cost back to every limit of p that counts
 // cost; limits that count requests are left alone, and keys without a row have nothing to refund.
+// Concurrent Refunds share statements (see onCostLimits).
 func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
 // Debit implements sluice.Store: one statement charges cost to every limit of p that counts
 // cost, past the limit if need be, making the rows it lacks; limits that count requests are left
-// alone.
+// alone. Concurrent Debits share statements (see onCostLimits).
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	return s.onCostLimits(ctx, opDebit, now, p, key, cost)
 }
 
 // onCostLimits runs operation o with cost on key under every limit of p that counts cost, in one
-// statement.
+// statement: a group of those limits, which shares the statement with concurrent callers' groups
+// of o of as many limits (Config.BatchSize), each applied after the ones before it.
 func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Policy, key string, cost int64) error {
 	if err := s.begin(now); err != nil {
 		return err
 	}
-	c := newCall(o, now, 1)
-	for i, l := range p.Limits() {
+	n := 0
+	for _, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
-			c.add(p, key, i, cost)
+			n++
 		}
 	}
-	if len(c.steps) == 0 {
+	if n == 0 {
 		return nil
 	}
-	_, err := s.write(ctx, c)
+	_, err := s.do(ctx, o, now, n, 1, p, key, func(c *call) {
+		for i, l := range p.Limits() {
+			if l.Unit == sluice.UnitCost {
+				c.add(p, key, i, cost)
+			}
+		}
+	})
 	return err
 }
 
