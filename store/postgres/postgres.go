@@ -423,23 +423,22 @@ func (s *Store) run(ctx context.Context, c *call) ([]float64, error) {
 	return out, nil
 }
 
-// do runs count groups of n steps of operation o, which add appends to a call, and returns their
-// part of the reply (o.width() numbers a step). With batching on (Config.BatchSize), the groups
-// join a call of o's batcher beside concurrent callers' groups of o of the same size at the same
-// now, p and key picking the lane, and are decided after the groups that joined before them, as
-// if each call had run alone in that order; else they are a call of their own. A call that writes
-// runs holding a writers' slot; a read never waits for one.
-func (s *Store) do(ctx context.Context, o op, now int64, n, count int, p *sluice.Policy, key string, add func(c *call)) ([]float64, error) {
+// do runs count groups of n steps of operation o, which add appends to a call (and returns it),
+// and returns their part of the reply (o.width() numbers a step). With batching on
+// (Config.BatchSize), the groups join a call of o's batcher beside concurrent callers' groups of
+// o of the same size at the same now, p and key picking the lane, and are decided after the
+// groups that joined before them, as if each call had run alone in that order; else they are a
+// call of their own. A call that writes runs holding a writers' slot; a read never waits for one.
+func (s *Store) do(ctx context.Context, o op, now int64, n, count int, p *sluice.Policy, key string, add func(c *call) *call) ([]float64, error) {
 	b := s.batchers[o]
 	if b == nil {
-		c := newCall(o, now, n)
-		add(c)
+		c := add(newCall(o, now, n))
 		if o.writes() {
 			return s.write(ctx, c)
 		}
 		return s.run(ctx, c)
 	}
-	v, first, err := b.Groups(ctx, now, n, count, p, key, func(c *call) *call { add(c); return c })
+	v, first, err := b.Groups(ctx, now, n, count, p, key, add)
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +508,7 @@ func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key stri
 	if err := s.begin(now); err != nil {
 		return sluice.Decision{}, err
 	}
-	v, err := s.do(ctx, opCheck, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, cost) })
+	v, err := s.do(ctx, opCheck, now, len(p.Limits()), 1, p, key, func(c *call) *call { c.addPolicy(p, key, cost); return c })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
@@ -527,10 +526,11 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		return nil
 	}
 	n := len(p.Limits())
-	v, err := s.do(ctx, opCheck, now, n, len(keys), p, keys[0], func(c *call) {
+	v, err := s.do(ctx, opCheck, now, n, len(keys), p, keys[0], func(c *call) *call {
 		for _, k := range keys {
 			c.addPolicy(p, k, cost)
 		}
+		return c
 	})
 	if err != nil {
 		return err
@@ -557,10 +557,11 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 	for i := range items {
 		steps += len(ps[i].Limits())
 	}
-	v, err := s.do(ctx, opCheck, now, steps, 1, ps[0], items[0].Key, func(c *call) {
+	v, err := s.do(ctx, opCheck, now, steps, 1, ps[0], items[0].Key, func(c *call) *call {
 		for i, it := range items {
 			c.addPolicy(ps[i], it.Key, it.Cost)
 		}
+		return c
 	})
 	if err != nil {
 		return err
@@ -576,7 +577,7 @@ func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key strin
 	if err := s.begin(now); err != nil {
 		return sluice.Decision{}, err
 	}
-	v, err := s.do(ctx, opPeek, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, 1) })
+	v, err := s.do(ctx, opPeek, now, len(p.Limits()), 1, p, key, func(c *call) *call { c.addPolicy(p, key, 1); return c })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
@@ -590,7 +591,7 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 	if err := s.begin(now); err != nil {
 		return sluice.Forecast{}, err
 	}
-	v, err := s.do(ctx, opForecast, now, len(p.Limits()), 1, p, key, func(c *call) { c.addPolicy(p, key, cost) })
+	v, err := s.do(ctx, opForecast, now, len(p.Limits()), 1, p, key, func(c *call) *call { c.addPolicy(p, key, cost); return c })
 	if err != nil {
 		return sluice.Forecast{}, err
 	}
@@ -635,12 +636,13 @@ func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Pol
 	if n == 0 {
 		return nil
 	}
-	_, err := s.do(ctx, o, now, n, 1, p, key, func(c *call) {
+	_, err := s.do(ctx, o, now, n, 1, p, key, func(c *call) *call {
 		for i, l := range p.Limits() {
 			if l.Unit == sluice.UnitCost {
 				c.add(p, key, i, cost)
 			}
 		}
+		return c
 	})
 	return err
 }
