@@ -19,7 +19,10 @@
 //
 // The client is rueidis, chosen by measurement (docs/benchmarks.md): it pipelines the commands of
 // concurrent callers on one connection by itself, so concurrent checks share round trips.
-// CheckMany sends one script for all its keys (one per Cluster slot).
+// Concurrent calls of one operation share script runs too (Config.BatchSize): Check, CheckMany
+// and a CheckAll in one slot with one another, and Peek, Forecast, Refund and Debit each with
+// concurrent calls of their own kind. Every call is still decided on its own, in arrival order,
+// exactly as a run of its own at the same instant would decide it.
 //
 // # Keys
 //
@@ -86,12 +89,15 @@ type Config struct {
 	// the server's clock: between once and twice TTLSlack, see Keys). 0 means one second; a
 	// negative value adds nothing.
 	TTLSlack time.Duration
-	// BatchSize is the most concurrent Checks one script run decides (see Check). 0 means 32; 1
-	// sends every Check on its own. On a Cluster a run holds the checks of one slot.
+	// BatchSize is the most concurrent calls one script run decides. Each operation batches its
+	// own calls: Checks, CheckManys (each key counts as one) and CheckAlls in one slot share runs
+	// of the check script, and Peeks, Forecasts, Refunds and Debits each runs of theirs. 0 means
+	// 32; 1 sends every call on its own. On a Cluster a run holds the calls of one slot.
 	BatchSize int
-	// InFlight is how many runs of batched Checks may be in flight at once before new Checks wait
-	// and batch: keys are spread over InFlight lanes, each with one run in flight, so the Checks
-	// of a hot key batch rather than race. 0 means 2. A Cluster has a lane per slot.
+	// InFlight is how many batched runs, of all operations together, may be in flight at once
+	// before new calls wait and batch: each operation spreads keys over InFlight lanes, each with
+	// one run in flight, so the calls of a hot key batch rather than race. 0 means 2. On a Cluster
+	// each operation has a lane per slot, and runs are not bounded across slots.
 	InFlight int
 	// WaitReplicas, above 0, follows every script that consumes (checks, debits) with WAIT for that
 	// many replicas to acknowledge its writes, on the same connection, so that an admission
@@ -107,13 +113,13 @@ type Config struct {
 
 // Store is the Redis sluice.Store. It is safe for concurrent use.
 type Store struct {
-	client  rueidis.Client
-	cluster bool // keys of one script must share a slot
-	prefix  string
-	slack   string                      // TTL slack in ms, as a script argument
-	owns    bool                        // Close closes the client: it came from Open
-	batcher *batch.Batcher[call, int64] // nil: every Check runs on its own
-	closed  atomic.Bool
+	client   rueidis.Client
+	cluster  bool // keys of one script must share a slot
+	prefix   string
+	slack    string                              // TTL slack in ms, as a script argument
+	owns     bool                                // Close closes the client: it came from Open
+	batchers [numOps]*batch.Batcher[call, int64] // per operation; nil: every call runs on its own
+	closed   atomic.Bool
 
 	wait         replication   // the WAIT after each script that consumes (Config.WaitReplicas)
 	unreplicated atomic.Uint64 // runs whose WAIT fell short (Unreplicated)
@@ -154,35 +160,70 @@ func New(client rueidis.Client, cfg Config) *Store {
 		inFlight = 2
 	}
 	if size > 1 {
-		lanes, laneOf := inFlight, (func(*sluice.Policy, string) int)(nil)
-		if s.cluster {
-			// A script's keys must share a slot: a lane per slot, so a hot key batches as it
-			// does on one Redis, and keys of other slots run beside it.
-			lanes = 16384
-			laneOf = func(p *sluice.Policy, key string) int { return int(slot(s.key(p, key, 0))) }
+		// The runs of every operation share InFlight slots: each run takes a connection of its
+		// own (see route), and the store holds InFlight such connections whatever the mix.
+		slots := make(chan struct{}, inFlight)
+		for o := range numOps {
+			s.batchers[o] = s.newBatcher(o, size, inFlight, slots)
 		}
-		s.batcher = batch.New(batch.Config[call, int64]{
-			Max:   size,
-			Lanes: lanes,
-			Lane:  laneOf,
-			NewCall: func(now int64, limits int) call {
-				c := newCall(opCheck, now, s.slack, limits)
-				c.ownConn = !s.cluster
-				c.keys = make([]string, 0, size*limits) // room for a full batch: no growing
-				c.steps = make([]string, 0, 2*size*limits)
-				return c
-			},
-			Add: func(c call, p *sluice.Policy, key string, cost int64) call { c.addPolicy(s, p, key, cost); return c },
-			Run: func(ctx context.Context, c call) ([]int64, error) {
-				v, err := s.run(ctx, c)
-				if err == nil {
-					err = replyLen(v, 5*len(c.keys))
-				}
-				return v, err
-			},
-		})
 	}
 	return s
+}
+
+// newBatcher returns the batcher of operation o: runs of at most size groups (a Check's, a
+// CheckMany key's, a Peek's...), over lanes lanes whose runs in flight share slots. Each caller's
+// groups are appended by the add it hands runGroups.
+func (s *Store) newBatcher(o op, size, lanes int, slots chan struct{}) *batch.Batcher[call, int64] {
+	cfg := batch.Config[call, int64]{
+		Max:   size,
+		Lanes: lanes,
+		Slots: slots,
+		NewCall: func(now int64, steps int) call {
+			c := newCall(o, now, s.slack, steps)
+			c.ownConn = !s.cluster
+			c.keys = make([]string, 0, size*steps) // room for a full batch: no growing
+			c.steps = make([]string, 0, 2*size*steps)
+			return c
+		},
+		Run: func(ctx context.Context, c call) ([]int64, error) {
+			v, err := s.run(ctx, c)
+			if err == nil {
+				err = replyLen(v, width[o]*len(c.keys))
+			}
+			return v, err
+		},
+	}
+	if s.cluster {
+		// A script's keys must share a slot: a lane per slot, so a hot key batches as it does on
+		// one Redis, and keys of other slots run beside it, unbounded.
+		cfg.Lanes, cfg.Slots = 16384, nil
+		cfg.Lane = func(p *sluice.Policy, key string) int { return int(slot(s.key(p, key, 0))) }
+	}
+	return batch.New(cfg)
+}
+
+// width is how many numbers each operation's script replies per step.
+var width = [numOps]int{opCheck: 5, opPeek: 5, opForecast: 3, opRefund: 0, opDebit: 0}
+
+// runGroups runs count groups of n steps of operation o, which add appends to a call, and returns
+// their part of the reply, width[o] numbers per step. With batching, the groups share a run with
+// concurrent callers' groups of o of n steps at the same now (p and key pick the lane: on a
+// Cluster, every key of the groups must be in key's slot); without, they are a run of their own.
+// Either way the script decides each group as a run of its own at that instant would.
+func (s *Store) runGroups(ctx context.Context, o op, now int64, n, count int, p *sluice.Policy, key string, add func(call) call) ([]int64, error) {
+	w := width[o] * n
+	if b := s.batchers[o]; b != nil {
+		v, first, err := b.Groups(ctx, now, n, count, p, key, add)
+		if err != nil {
+			return nil, err
+		}
+		return v[w*first : w*(first+count)], nil
+	}
+	v, err := s.run(ctx, add(newCall(o, now, s.slack, n)))
+	if err == nil {
+		err = replyLen(v, w*count)
+	}
+	return v, err
 }
 
 // Open connects to the Redis that url names (see ParseURL for the forms). A standalone Redis that is
@@ -360,9 +401,9 @@ func (s *Store) eval(c call) rueidis.Completed {
 	return route(c, s.client.B().Eval().Script(sc.source).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(argv...).Build())
 }
 
-// route sends a run of the batcher on a connection of its own and pipelines every other command.
+// route sends a run of a batcher on a connection of its own and pipelines every other command.
 //
-// The batcher already makes one command of many concurrent Checks, and keeps at most
+// The batchers already make one command of many concurrent calls, and keep at most
 // Config.InFlight of them in flight. On a connection of its own (a client with rueidis's
 // DisableAutoPipelining, as Open's is), such a run is written and its reply read by the goroutine
 // that sends it, where a pipelined one passes through rueidis's writing and reading goroutines on
@@ -656,34 +697,23 @@ func replyLen(v []int64, want int) error {
 }
 
 // Check implements sluice.Store: one script, one round trip, for every limit of p. Concurrent
-// Checks share script runs (Config.BatchSize): each is still decided on its own, atomically.
+// Checks, CheckManys and one-slot CheckAlls of as many limits share script runs
+// (Config.BatchSize): each is still decided on its own, atomically.
 func (s *Store) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	if err := s.open(); err != nil {
 		return sluice.Decision{}, err
 	}
-	if s.batcher != nil {
-		v, i, err := s.batcher.Check(ctx, now, p, key, cost)
-		if err != nil {
-			return sluice.Decision{}, err
-		}
-		n := len(p.Limits())
-		return checked(v[5*n*i:5*n*(i+1)], p, cost), nil
-	}
-	n := len(p.Limits())
-	c := newCall(opCheck, now, s.slack, n)
-	c.addPolicy(s, p, key, cost)
-	v, err := s.run(ctx, c)
-	if err == nil {
-		err = replyLen(v, 5*n)
-	}
+	v, err := s.runGroups(ctx, opCheck, now, len(p.Limits()), 1, p, key, func(c call) call { c.addPolicy(s, p, key, cost); return c })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
 	return checked(v, p, cost), nil
 }
 
-// CheckMany implements sluice.Store: one script decides every key, each on its own (a Cluster: one
-// script per slot, all sent at once, at one instant).
+// CheckMany implements sluice.Store: one script decides every key, each on its own, in order, at
+// one instant. Its keys join one run together, which concurrent Checks and CheckManys of policies
+// of as many limits share (Config.BatchSize), each key a check of its own. On a Cluster, keys in
+// several slots are one script per slot, all sent at once, at one instant, on their own.
 func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys []string, cost int64, out []sluice.Decision) error {
 	if err := s.open(); err != nil {
 		return err
@@ -692,15 +722,17 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 		return nil
 	}
 	n := len(p.Limits())
-	if !s.cluster {
-		c := newCall(opCheck, now, s.slack, n)
-		for _, k := range keys {
-			c.addPolicy(s, p, k, cost)
-		}
-		v, err := s.run(ctx, c)
-		if err == nil {
-			err = replyLen(v, 5*n*len(keys))
-		}
+	var groups [][]int
+	if s.cluster {
+		groups = groupBySlot(len(keys), func(i int) string { return s.key(p, keys[i], 0) })
+	}
+	if len(groups) <= 1 {
+		v, err := s.runGroups(ctx, opCheck, now, n, len(keys), p, keys[0], func(c call) call {
+			for _, k := range keys {
+				c.addPolicy(s, p, k, cost)
+			}
+			return c
+		})
 		if err != nil {
 			return err
 		}
@@ -713,7 +745,6 @@ func (s *Store) CheckMany(ctx context.Context, now int64, p *sluice.Policy, keys
 	if err != nil {
 		return err
 	}
-	groups := groupBySlot(len(keys), func(i int) string { return s.key(p, keys[i], 0) })
 	calls := make([]call, len(groups))
 	for g, members := range groups {
 		calls[g] = newCall(opCheck, now, s.slack, n)
@@ -750,8 +781,9 @@ func (s *Store) instant(ctx context.Context, now int64) (int64, error) {
 
 // CheckAll implements sluice.Store. On a standalone or Sentinel-watched Redis, and on a Cluster
 // when every key falls in one slot, it is one script, all or nothing, whose run concurrent
-// callers' checks and CheckAlls share (Config.BatchSize). Across Cluster slots it
-// reserves in each slot and refunds if any denies (see the package documentation).
+// callers' checks and CheckAlls of as many steps share (Config.BatchSize): it is one group of the
+// run, decided all or nothing as a run of its own would. Across Cluster slots it reserves in each
+// slot and refunds if any denies (see the package documentation).
 func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
 	if err := s.open(); err != nil {
 		return err
@@ -759,21 +791,30 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 	if len(items) == 0 {
 		return nil
 	}
-	groups := [][]int{nil}
-	for i := range items {
-		groups[0] = append(groups[0], i)
-	}
+	var groups [][]int
 	if s.cluster {
 		groups = groupBySlot(len(items), func(i int) string { return s.key(ps[i], items[i].Key, 0) })
-		if len(groups) > 1 {
-			var err error
-			if now, err = s.instant(ctx, now); err != nil {
-				return err
-			}
-		}
 	}
-	if s.batcher != nil && len(groups) == 1 {
-		return s.checkAllBatched(ctx, now, ps, items, out)
+	if len(groups) <= 1 {
+		steps := 0
+		for _, p := range ps {
+			steps += len(p.Limits())
+		}
+		v, err := s.runGroups(ctx, opCheck, now, steps, 1, ps[0], items[0].Key, func(c call) call {
+			for j, it := range items {
+				c.addPolicy(s, ps[j], it.Key, it.Cost)
+			}
+			return c
+		})
+		if err != nil {
+			return err
+		}
+		combine(ps, items, decisions(v), out)
+		return nil
+	}
+	now, err := s.instant(ctx, now)
+	if err != nil {
+		return err
 	}
 	calls := make([]call, len(groups))
 	for g, members := range groups {
@@ -786,15 +827,7 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 			calls[g].addPolicy(s, ps[i], items[i].Key, items[i].Cost)
 		}
 	}
-	var replies [][]int64
-	var err error
-	if len(calls) == 1 {
-		var v []int64
-		v, err = s.run(ctx, calls[0])
-		replies = [][]int64{v}
-	} else {
-		replies, err = s.runAll(ctx, calls)
-	}
+	replies, err := s.runAll(ctx, calls)
 	if err != nil {
 		// A slot that consumed and cannot be told apart from one that failed: give back what the
 		// answered slots admitted, then report the failure.
@@ -821,29 +854,9 @@ func (s *Store) CheckAll(ctx context.Context, now int64, ps []*sluice.Policy, it
 		}
 	}
 	combine(ps, items, ds, out)
-	if !allowed && len(groups) > 1 {
+	if !allowed {
 		return s.refundAllowed(ctx, now, ps, items, groups, replies)
 	}
-	return nil
-}
-
-// checkAllBatched is CheckAll as one group of a batched run, beside concurrent callers' checks and
-// CheckAlls of as many steps: the script decides it all or nothing, as a run of its own would.
-func (s *Store) checkAllBatched(ctx context.Context, now int64, ps []*sluice.Policy, items []sluice.Item, out []sluice.Decision) error {
-	steps := 0
-	for _, p := range ps {
-		steps += len(p.Limits())
-	}
-	v, i, err := s.batcher.Group(ctx, now, steps, ps[0], items[0].Key, func(c call) call {
-		for j, it := range items {
-			c.addPolicy(s, ps[j], it.Key, it.Cost)
-		}
-		return c
-	})
-	if err != nil {
-		return err
-	}
-	combine(ps, items, decisions(v[5*steps*i:5*steps*(i+1)]), out)
 	return nil
 }
 
@@ -880,18 +893,14 @@ func allAllowed(v []int64) bool {
 	return len(v) > 0
 }
 
-// Peek implements sluice.Store: one script reads every limit of p without writing.
+// Peek implements sluice.Store: one script reads every limit of p without writing. Concurrent
+// Peeks of policies of as many limits at the same now share script runs (Config.BatchSize); the
+// script writes nothing, so each reads what a run of its own would.
 func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key string) (sluice.Decision, error) {
 	if err := s.open(); err != nil {
 		return sluice.Decision{}, err
 	}
-	n := len(p.Limits())
-	c := newCall(opPeek, now, s.slack, n)
-	c.addPolicy(s, p, key, 1)
-	v, err := s.run(ctx, c)
-	if err == nil {
-		err = replyLen(v, 5*n)
-	}
+	v, err := s.runGroups(ctx, opPeek, now, len(p.Limits()), 1, p, key, func(c call) call { c.addPolicy(s, p, key, 1); return c })
 	if err != nil {
 		return sluice.Decision{}, err
 	}
@@ -899,18 +908,14 @@ func (s *Store) Peek(ctx context.Context, now int64, p *sluice.Policy, key strin
 }
 
 // Forecast implements sluice.Store. For a composite policy it reports the limit that can spend the
-// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt.
+// least: the smallest SpendableNow with its NextReplenishAt, and the latest FullAt. Concurrent
+// Forecasts share script runs as Peeks do.
 func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (sluice.Forecast, error) {
 	if err := s.open(); err != nil {
 		return sluice.Forecast{}, err
 	}
 	n := len(p.Limits())
-	c := newCall(opForecast, now, s.slack, n)
-	c.addPolicy(s, p, key, cost)
-	v, err := s.run(ctx, c)
-	if err == nil {
-		err = replyLen(v, 3*n)
-	}
+	v, err := s.runGroups(ctx, opForecast, now, n, 1, p, key, func(c call) call { c.addPolicy(s, p, key, cost); return c })
 	if err != nil {
 		return sluice.Forecast{}, err
 	}
@@ -926,33 +931,42 @@ func (s *Store) Forecast(ctx context.Context, now int64, p *sluice.Policy, key s
 }
 
 // Refund implements sluice.Store: one script gives cost back to every limit of p that counts cost;
-// limits that count requests are left alone.
+// limits that count requests are left alone. Concurrent Refunds touching as many limits at the
+// same now share script runs (Config.BatchSize), applied one after another in arrival order.
 func (s *Store) Refund(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	return s.onCostLimits(ctx, opRefund, now, p, key, cost)
 }
 
 // Debit implements sluice.Store: one script charges cost to every limit of p that counts cost,
-// past the limit if need be; limits that count requests are left alone.
+// past the limit if need be; limits that count requests are left alone. Concurrent Debits share
+// script runs as Refunds do.
 func (s *Store) Debit(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) error {
 	return s.onCostLimits(ctx, opDebit, now, p, key, cost)
 }
 
 // onCostLimits runs operation o with cost on key under every limit of p that counts cost, in one
-// script.
+// script run (shared with concurrent calls of o, see runGroups).
 func (s *Store) onCostLimits(ctx context.Context, o op, now int64, p *sluice.Policy, key string, cost int64) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	c := newCall(o, now, s.slack, 0)
-	for i, l := range p.Limits() {
+	n := 0
+	for _, l := range p.Limits() {
 		if l.Unit == sluice.UnitCost {
-			c.add(s, p, key, i, cost)
+			n++
 		}
 	}
-	if len(c.keys) == 0 {
+	if n == 0 {
 		return nil
 	}
-	_, err := s.run(ctx, c)
+	_, err := s.runGroups(ctx, o, now, n, 1, p, key, func(c call) call {
+		for i, l := range p.Limits() {
+			if l.Unit == sluice.UnitCost {
+				c.add(s, p, key, i, cost)
+			}
+		}
+		return c
+	})
 	return err
 }
 
