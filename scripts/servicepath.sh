@@ -22,7 +22,8 @@
 # BATCH (1), RATELIMIT_VERSION (v1.4.1-0.20260122083618-3fb702589d36, main of 2026-01-22),
 # RATELIMIT_BIN (an envoyproxy/ratelimit service_cmd to run instead of building one), PERF (seconds:
 # after the rounds, record `perf` profiles of sluice serve and redis-server over one Redis Envoy run of
-# that long, and print their top symbols).
+# that long, and print their top symbols), BASE (a commit: sluice serve built from it runs beside
+# this checkout's on every store, rows labelled @BASE, for a before/after in one run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -50,7 +51,7 @@ cleanup() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	if [[ -n $PG_URL ]]; then
-		psql "$PG_URL" -qc 'set client_min_messages = warning; drop schema if exists sluice_servicepath cascade' >/dev/null 2>&1 || true
+		psql "$PG_URL" -qc 'set client_min_messages = warning; drop schema if exists sluice_servicepath cascade; drop schema if exists sluice_servicepath_base cascade' >/dev/null 2>&1 || true
 	fi
 	rm -rf "$work"
 }
@@ -60,6 +61,11 @@ trap cleanup EXIT
 # module proxy into a cache outside the repository (built from a temporary folder, so no go.mod of
 # this repository is touched).
 go build -o "$work/sluice" ./cmd/sluice
+if [[ -n ${BASE:-} ]]; then
+	git worktree add -q --detach "$work/base" "$BASE"
+	(cd "$work/base" && go build -o "$work/sluice-base" ./cmd/sluice)
+	git worktree remove --force "$work/base"
+fi
 (cd bench && go build -o "$work/floor" ./cmd/floor)
 if [[ -n ${RATELIMIT_BIN:-} ]]; then
 	rlbin=$RATELIMIT_BIN
@@ -94,7 +100,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: $LIMIT}
 EOF
 
-# serve_sluice starts sluice serve on store $1, named $2, and prints its gRPC address.
+# serve_sluice starts sluice serve (the binary $3, this checkout's by default) on store $1, named
+# $2, and prints its gRPC address.
 serve_sluice() {
 	cat >"$work/$2.yaml" <<EOF
 store: $1
@@ -103,7 +110,7 @@ policies:
   bench: {strategy: fixedWindow, limit: $LIMIT, window: 1h}
 EOF
 	local http grpc
-	read -r http grpc < <(start_serve "$work/sluice" "$work/$2.yaml" "$work/$2.log" "$work/$2.pid")
+	read -r http grpc < <(start_serve "${3:-$work/sluice}" "$work/$2.yaml" "$work/$2.log" "$work/$2.pid")
 	[[ -n $grpc ]] || return 2
 	echo "$grpc"
 }
@@ -124,11 +131,22 @@ pids+=("$(cat "$work/memory.pid")")
 addr[redis]=$(serve_sluice "$REDIS_URL" redis)
 pids+=("$(cat "$work/redis.pid")")
 if [[ -n $PG_URL ]]; then
-	psql "$PG_URL" -qc 'set client_min_messages = warning; drop schema if exists sluice_servicepath cascade'
+	psql "$PG_URL" -qc 'set client_min_messages = warning; drop schema if exists sluice_servicepath cascade; drop schema if exists sluice_servicepath_base cascade'
 	pgurl=$PG_URL
 	[[ $pgurl == *\?* ]] && pgurl+="&" || pgurl+="?"
 	addr[postgres]=$(serve_sluice "${pgurl}sluice_schema=sluice_servicepath" postgres)
 	pids+=("$(cat "$work/postgres.pid")")
+fi
+
+if [[ -n ${BASE:-} ]]; then
+	for st in memory redis postgres; do
+		[[ $st == postgres && -z $PG_URL ]] && continue
+		url=$st
+		[[ $st == redis ]] && url=$REDIS_URL
+		[[ $st == postgres ]] && url=${pgurl}sluice_schema=sluice_servicepath_base
+		addr[$st@base]=$(serve_sluice "$url" "$st-base" "$work/sluice-base")
+		pids+=("$(cat "$work/$st-base.pid")")
+	done
 fi
 
 rlgrpc=$(free_port)
@@ -149,6 +167,12 @@ runs=("floor|floor (bare grpc-go ShouldRateLimit)|none|envoy"
 	"redis|sluice serve, Envoy path|Redis|envoy"
 	"ratelimit|envoyproxy/ratelimit|Redis|envoy")
 [[ -n $PG_URL ]] && runs+=("postgres|sluice serve, Envoy path|PostgreSQL|envoy")
+if [[ -n ${BASE:-} ]]; then
+	runs+=("memory@base|sluice serve @$BASE, Envoy path|embedded|envoy"
+		"memory@base-grpc|sluice serve @$BASE, unary gRPC Check|embedded|grpc"
+		"redis@base|sluice serve @$BASE, Envoy path|Redis|envoy")
+	[[ -n $PG_URL ]] && runs+=("postgres@base|sluice serve @$BASE, Envoy path|PostgreSQL|envoy")
+fi
 
 redis_cpu() {
 	redis-cli -h "$redis_host" -p "$redis_port" INFO cpu |
