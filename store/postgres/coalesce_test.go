@@ -64,6 +64,28 @@ func TestBatchedCheckAll(t *testing.T) {
 	}
 }
 
+// TestCoalesced checks that concurrent CheckManys, Peeks, Forecasts, Debits and Refunds answer what
+// each would alone (storetest.Coalesced): with batching on, in batches smaller than the callers
+// and one statement in flight, and off.
+func TestCoalesced(t *testing.T) {
+	t.Parallel()
+	configs := []struct {
+		name string
+		cfg  pgstore.Config
+	}{
+		{"batched", pgstore.Config{}},
+		{"smallBatches", pgstore.Config{BatchSize: 4, InFlight: 1}},
+		{"unbatched", pgstore.Config{BatchSize: 1}},
+	}
+	for _, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, _, _ := newStore(t, c.cfg)
+			storetest.Coalesced(t, s)
+		})
+	}
+}
+
 // coalesceNow is the instant of the concurrent calls; their keys' history is at t0.
 const coalesceNow = t0 + 1500
 
