@@ -96,8 +96,11 @@ type Config struct {
 	BatchSize int
 	// InFlight is how many batched runs, of all operations together, may be in flight at once
 	// before new calls wait and batch: each operation spreads keys over InFlight lanes, each with
-	// one run in flight, so the calls of a hot key batch rather than race. 0 means 2. On a Cluster
-	// each operation has a lane per slot, and runs are not bounded across slots.
+	// one run in flight, so the calls of a hot key batch rather than race. 0 means 1: Redis runs
+	// one script at a time anyway, and a run costs it about as much to start as a dozen checks
+	// cost to decide, so calls that wait for the run in flight are cheaper sent together in the
+	// next (docs/redis.md, "Batching"). On a Cluster each operation has a lane per slot, and runs
+	// are not bounded across slots.
 	InFlight int
 	// WaitReplicas, above 0, follows every script that consumes (checks, debits) with WAIT for that
 	// many replicas to acknowledge its writes, on the same connection, so that an admission
@@ -157,7 +160,7 @@ func New(client rueidis.Client, cfg Config) *Store {
 		size = 32
 	}
 	if inFlight <= 0 {
-		inFlight = 2
+		inFlight = 1
 	}
 	if size > 1 {
 		// The runs of every operation share InFlight slots: each run takes a connection of its
