@@ -51,11 +51,11 @@ type Batcher[C, R any] struct {
 	seed  maphash.Seed
 	lanes []lane[C, R]
 
-	mu sync.Mutex // guards every lane's open batch and every field of an open batch
+	mu sync.Mutex // guards every lane's open batch and the making of its turn, and every field of an open batch
 }
 
 type lane[C, R any] struct {
-	turn chan struct{} // a token while a call of the lane runs
+	turn chan struct{} // a token while a call of the lane runs; made on the lane's first call
 	open *batch[C, R]  // the batch new checks of the lane join; nil when none waits
 }
 
@@ -75,11 +75,8 @@ func New[C, R any](cfg Config[C, R]) *Batcher[C, R] {
 	if cfg.Max <= 0 {
 		cfg.Max = 32
 	}
-	b := &Batcher[C, R]{cfg: cfg, seed: maphash.MakeSeed(), lanes: make([]lane[C, R], max(cfg.Lanes, 1))}
-	for i := range b.lanes {
-		b.lanes[i].turn = make(chan struct{}, 1)
-	}
-	return b
+	// A Redis Cluster's store has a lane per slot, 16384, few of which a process may use.
+	return &Batcher[C, R]{cfg: cfg, seed: maphash.MakeSeed(), lanes: make([]lane[C, R], max(cfg.Lanes, 1))}
 }
 
 func (b *Batcher[C, R]) laneOf(p *sluice.Policy, key string) *lane[C, R] {
@@ -112,6 +109,9 @@ func (b *Batcher[C, R]) Groups(ctx context.Context, now int64, n, count int, p *
 	dl, hasDeadline := ctx.Deadline()
 	ln := b.laneOf(p, key)
 	b.mu.Lock()
+	if ln.turn == nil {
+		ln.turn = make(chan struct{}, 1)
+	}
 	bt := ln.open
 	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks+count > b.cfg.Max
 	if lead {
