@@ -174,6 +174,12 @@ if [[ -n ${BASE:-} ]]; then
 	[[ -n $PG_URL ]] && runs+=("postgres@base|sluice serve @$BASE, Envoy path|PostgreSQL|envoy")
 fi
 
+# evalshas prints how many EVALSHA Redis has run: sluice's script runs, each deciding a batch.
+evalshas() {
+	redis-cli -h "$redis_host" -p "$redis_port" INFO commandstats |
+		awk -F'[:=,]' '/^cmdstat_evalsha:/ { n = $3 } END { print n + 0 }'
+}
+
 redis_cpu() {
 	redis-cli -h "$redis_host" -p "$redis_port" INFO cpu |
 		awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f\n", s }'
@@ -186,22 +192,24 @@ for round in $(seq "$ROUNDS"); do
 		target=${addr[${label%-grpc}]}
 		policy=bench
 		before=""
-		[[ $store == Redis ]] && before=$(redis_cpu)
+		runs=""
+		[[ $store == Redis ]] && before=$(redis_cpu) && runs=$(evalshas)
 		"$work/sluice" bench --target "$target" --proto "$proto" --policy "$policy" --keys "$KEYS" \
 			--concurrency "$CONCURRENCY" --conns "$CONNS" --batch "$BATCH" --duration "$DURATION" --json \
 			>"$work/bench.json" 2>"$work/bench.err" || { cat "$work/bench.err" >&2; exit 1; }
 		cpu=""
-		[[ $store == Redis ]] && cpu=$(python3 -c "print(f'{($(redis_cpu) - $before) * 1e6:.0f}')")
-		python3 - "$work/bench.json" "$round" "$label" "$server" "$store" "${cpu:-}" >>"$results" <<'EOF'
+		[[ $store == Redis ]] && cpu=$(python3 -c "print(f'{($(redis_cpu) - $before) * 1e6:.0f}')") && runs=$(($(evalshas) - runs))
+		python3 - "$work/bench.json" "$round" "$label" "$server" "$store" "${cpu:-}" "${runs:-}" >>"$results" <<'EOF'
 import json, sys
 b = json.load(open(sys.argv[1]))
-round_, label, server, store, cpu = sys.argv[2:7]
+round_, label, server, store, cpu, runs = sys.argv[2:8]
 per = f"{int(cpu) / b['checks']:.1f}" if cpu else ""
+batch = f"{b['checks'] / int(runs):.1f}" if runs and int(runs) > 0 else ""
 print("\t".join([round_, label, server, store, f"{b['checksPerSec']:.0f}", f"{b['latencyMs']['p50']:.3f}",
-                 f"{b['latencyMs']['p99']:.3f}", per, str(b["errors"]), str(b["denied"]), str(b["failOpen"])]))
+                 f"{b['latencyMs']['p99']:.3f}", per, str(b["errors"]), str(b["denied"]), str(b["failOpen"]), batch]))
 EOF
 		tail -1 "$results" | awk -F'\t' '{ printf "round %s  %-12s %8s checks/s  p50 %s ms  p99 %s ms%s  errors %s denied %s fail-open %s\n",
-			$1, $2, $5, $6, $7, ($8 == "" ? "" : "  Redis " $8 " µs CPU/check"), $9, $10, $11 }'
+			$1, $2, $5, $6, $7, ($8 == "" ? "" : "  Redis " $8 " µs CPU/check") ($12 == "" ? "" : ", " $12 " checks/script run"), $9, $10, $11 }'
 	done
 done
 
@@ -214,16 +222,17 @@ for r in rows:
     by.setdefault(r[1], []).append(r)
 rate = {(r[0], r[1]): float(r[4]) for r in rows}
 med = statistics.median
-print("| server | store | checks/s | p50 ms | p99 ms | Redis µs CPU/check | % of floor | × envoyproxy/ratelimit |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| server | store | checks/s | p50 ms | p99 ms | Redis µs CPU/check | checks/script run | % of floor | × envoyproxy/ratelimit |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for label, rs in by.items():
     cps = med(float(r[4]) for r in rs)
     p50 = med(float(r[5]) for r in rs)
     p99 = med(float(r[6]) for r in rs)
     cpu = [float(r[7]) for r in rs if r[7]]
+    batch = [float(r[11]) for r in rs if r[11]]
     floor = [float(r[4]) / rate[(r[0], "floor")] for r in rs if (r[0], "floor") in rate]
     peer = [float(r[4]) / rate[(r[0], "ratelimit")] for r in rs if (r[0], "ratelimit") in rate]
-    print(f"| {rs[0][2]} | {rs[0][3]} | {cps:.0f} | {p50:.2f} | {p99:.2f} | {f'{med(cpu):.1f}' if cpu else '–'} | "
+    print(f"| {rs[0][2]} | {rs[0][3]} | {cps:.0f} | {p50:.2f} | {p99:.2f} | {f'{med(cpu):.1f}' if cpu else '–'} | {f'{med(batch):.1f}' if batch else '–'} | "
           f"{100 * med(floor):.0f}% | {med(peer):.2f}× |")
 bad = [r for r in rows if r[8] != "0" or r[9] != "0" or r[10] != "0"]
 if bad:
@@ -233,7 +242,7 @@ EOF
 
 # Where the time goes: perf profiles of sluice serve and redis-server over one more Redis Envoy run.
 if [[ $PERF != 0 ]]; then
-	rpid=$(pgrep -x redis-server | head -1 || true)
+	rpid=$(redis-cli -h "$redis_host" -p "$redis_port" INFO server | awk -F: '/^process_id:/ { sub("\r", "", $2); print $2 }')
 	spid=$(cat "$work/redis.pid")
 	echo
 	echo "== perf, ${PERF}s of the Redis Envoy path: sluice serve (pid $spid) and redis-server (pid ${rpid:-none})"
