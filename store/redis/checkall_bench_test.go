@@ -126,3 +126,53 @@ func BenchmarkCheckAll(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRunSize measures what a script run costs Redis as the checks it decides grow: one
+// CheckMany of k keys of a fixed window, unbatched, from one caller, is one run of the batch script
+// deciding k checks, as a batch of k concurrent Checks is. Redis's CPU per check is about
+// start/k + decide, where start is the cost of a run and decide that of a check:
+//
+//	go test -run '^$' -bench RunSize -benchtime 20000x ./store/redis/
+func BenchmarkRunSize(b *testing.B) {
+	srv := redistest.StartServer(b)
+	p := sluice.MustPolicy("bench-run", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1e9, WindowMs: 3_600_000}})
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("user:", i)
+	}
+	for _, k := range []int{1, 6, 12, 32} {
+		b.Run(fmt.Sprintf("checks=%d", k), func(b *testing.B) {
+			opt, err := redisstore.ParseURL(srv.URL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := rueidis.NewClient(opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			s := redisstore.New(c, redisstore.Config{BatchSize: 1})
+			out := make([]sluice.Decision, k)
+			next := 0
+			run := func() {
+				batch := make([]string, k)
+				for i := range batch {
+					batch[i] = keys[next%len(keys)]
+					next++
+				}
+				if err := s.CheckMany(context.Background(), 0, p, batch, 1, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run() // loads the script
+			cpu := redisCPU(b, c)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				run()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((redisCPU(b, c)-cpu).Nanoseconds())/1e3/float64(b.N*k), "redis-µs/check")
+		})
+	}
+}
