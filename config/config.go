@@ -20,15 +20,23 @@
 //	    limits:
 //	      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}
 //	      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}
+//	  tiers:
+//	    plans:                     # each plan one limit's fields or limits, as a policy's
+//	      free: {strategy: gcra, limit: 100, period: 1m, burst: 10}
+//	      pro:
+//	        limits:
+//	          - {name: requests, unit: request, strategy: gcra, limit: 1000, period: 1m, burst: 100}
+//	          - {name: tokens, strategy: tokenBucket, capacity: 1000000, refillPerSec: 1000}
+//	    plan: free                 # the default plan; the policy's other fields apply to every plan
 //	envoy: [/etc/ratelimit/config/*.yaml]
 //	streams:                       # stream mode (docs/stream.md); read at start, not on reload
 //	  store: memory                # memory (the default) or a postgres:// URL, apart from store
 //	  queries:
 //	    rate-limiter: {stream: api-requests, window: 2s, grace: 0s, idleFlush: 500ms, quota: 5}
 //
-// Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec; an
-// unknown field names the nearest known one. Options valid but idle on the store in use are
-// Warnings, not errors.
+// Every error names the offending path, such as policies.gpt-4o.limits[1].refillPerSec or
+// policies.tiers.plans.pro.limits[0].limit; an unknown field names the nearest known one. Options
+// valid but idle on the store in use are Warnings, not errors.
 package config
 
 import (
@@ -40,6 +48,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +127,10 @@ type Streams struct {
 
 // Policy is a configured policy, its fail mode (the file's, unless the policy sets its own) and
 // whether a shared store's denials of it are cached near the server (package store/nearcache).
+//
+// A policy may name plans, each a full set of limits (one limit, or a composite), and a default
+// plan: then the embedded *sluice.Policy is the default plan's, Plans[Plan]. The policy's other
+// fields (FailMode, NearCache, Lease) apply to every plan.
 type Policy struct {
 	*sluice.Policy
 	FailMode  FailMode
@@ -125,6 +138,15 @@ type Policy struct {
 	// Lease spends leased slices of a key's limit in the server (package lease): a hot key costs
 	// the store one call per lease instead of one per check.
 	Lease bool
+	// Plans are the policy's plans by plan name; nil for a policy without plans. Each is built by
+	// sluice.NewPolicy under the policy's name, not the plan's: the store keys a key's state by
+	// policy name, key and limit index, so a key's state is the same whatever plan applies to it
+	// (limit i of one plan reads the state limit i of another left, as limit i of a policy changed
+	// by a reload does).
+	Plans map[string]*sluice.Policy
+	// Plan names the default plan, the one whose limits the embedded *sluice.Policy holds; "" for
+	// a policy without plans. Plan names follow the rules of policy names.
+	Plan string
 }
 
 // ErrConfig is what every error of this package matches with errors.Is.
@@ -187,13 +209,22 @@ type rawQuery struct {
 	Quota       *float64 `yaml:"quota"`
 }
 
-// rawPolicy is a policy as written: either one limit's fields inline, or limits.
+// rawPolicy is a policy as written: its limits (rawPlan), or plans and the default plan's name,
+// and the fields that apply to all its limits.
 type rawPolicy struct {
-	rawLimit  `yaml:",inline"`
-	FailMode  string     `yaml:"failMode"`
-	NearCache yaml.Node  `yaml:"nearCache"` // checked by buildPolicy, to name its path
-	Lease     yaml.Node  `yaml:"lease"`
-	Limits    []rawLimit `yaml:"limits"`
+	rawPlan   `yaml:",inline"`
+	FailMode  string             `yaml:"failMode"`
+	NearCache yaml.Node          `yaml:"nearCache"` // checked by buildPolicy, to name its path
+	Lease     yaml.Node          `yaml:"lease"`
+	Plans     map[string]rawPlan `yaml:"plans"`
+	Plan      string             `yaml:"plan"`
+}
+
+// rawPlan is a set of limits as written, a policy's or a plan's: either one limit's fields
+// inline, or limits.
+type rawPlan struct {
+	rawLimit `yaml:",inline"`
+	Limits   []rawLimit `yaml:"limits"`
 }
 
 type rawLimit struct {
@@ -422,26 +453,97 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
+	if rp.Plans == nil {
+		if rp.Plan != "" {
+			return Policy{}, fail(path+".plan", "names a default plan, but the policy has no plans")
+		}
+		p, err := buildLimits(path, name, rp.rawPlan)
+		if err != nil {
+			return Policy{}, err
+		}
+		return Policy{Policy: p, FailMode: mode, NearCache: near, Lease: leased}, nil
+	}
+	plans, err := buildPlans(path, name, rp)
+	if err != nil {
+		return Policy{}, err
+	}
+	return Policy{Policy: plans[rp.Plan], FailMode: mode, NearCache: near, Lease: leased, Plans: plans, Plan: rp.Plan}, nil
+}
+
+// buildPlans builds the plans of the policy name written at path, each under the policy's name,
+// and checks that rp.Plan names one of them.
+func buildPlans(path, name string, rp rawPolicy) (map[string]*sluice.Policy, error) {
+	if field := setField(rp.rawLimit); field != "" {
+		return nil, fail(path+"."+field, "is set beside plans: a policy with plans sets its limits in each plan")
+	}
+	if len(rp.Limits) > 0 {
+		return nil, fail(path+".limits", "is set beside plans: a policy with plans sets its limits in each plan")
+	}
+	// A bad policy name is the policy's error, not its first plan's.
+	if err := checkName(path, name); err != nil {
+		return nil, err
+	}
+	if len(rp.Plans) == 0 {
+		return nil, fail(path+".plans", "is empty: name at least one plan, each with one limit's fields or limits")
+	}
+	names := make([]string, 0, len(rp.Plans))
+	for plan := range rp.Plans {
+		names = append(names, plan)
+	}
+	slices.Sort(names)
+	for _, plan := range names {
+		if err := checkName(path+".plans."+plan, plan); err != nil {
+			return nil, err
+		}
+	}
+	quoted := make([]string, len(names))
+	for i, plan := range names {
+		quoted[i] = strconv.Quote(plan)
+	}
+	switch _, ok := rp.Plans[rp.Plan]; {
+	case rp.Plan == "":
+		return nil, fail(path+".plan", "is missing: a policy with plans names its default plan, one of %s", strings.Join(quoted, ", "))
+	case !ok:
+		hint := ""
+		if near := nearest(rp.Plan, names); near != "" {
+			hint = fmt.Sprintf("; did you mean %q?", near)
+		}
+		return nil, fail(path+".plan", "names no plan of this policy, got %q (the plans: %s)%s", rp.Plan, strings.Join(quoted, ", "), hint)
+	}
+	plans := make(map[string]*sluice.Policy, len(names))
+	for _, plan := range names {
+		p, err := buildLimits(path+".plans."+plan, name, rp.Plans[plan])
+		if err != nil {
+			return nil, err
+		}
+		plans[plan] = p
+	}
+	return plans, nil
+}
+
+// buildLimits builds the limits written at path (a policy's or a plan's) into a sluice.Policy
+// named name, the policy's name.
+func buildLimits(path, name string, rp rawPlan) (*sluice.Policy, error) {
 	inline := rp.rawLimit != (rawLimit{})
 	var limits []sluice.Limit
 	var prefixes []string // the config path of each limit
 	switch {
 	case inline && len(rp.Limits) > 0:
-		return Policy{}, fail(path, "set either one limit's fields or limits, not both")
+		return nil, fail(path, "set either one limit's fields or limits, not both")
 	case inline:
 		l, err := buildLimit(path, rp.rawLimit)
 		if err != nil {
-			return Policy{}, err
+			return nil, err
 		}
 		limits, prefixes = []sluice.Limit{l}, []string{path}
 	case len(rp.Limits) == 0:
-		return Policy{}, fail(path, "needs a strategy or limits")
+		return nil, fail(path, "needs a strategy or limits")
 	default:
 		for i, rl := range rp.Limits {
 			lp := fmt.Sprintf("%s.limits[%d]", path, i)
 			l, err := buildLimit(lp, rl)
 			if err != nil {
-				return Policy{}, err
+				return nil, err
 			}
 			limits, prefixes = append(limits, l), append(prefixes, lp)
 		}
@@ -450,15 +552,44 @@ func buildPolicy(name string, rp rawPolicy, mode FailMode) (Policy, error) {
 	if err != nil {
 		var ie *sluice.InvalidError
 		if !errors.As(err, &ie) {
-			return Policy{}, fail(path, "%v", err)
+			return nil, fail(path, "%v", err)
 		}
 		written := rp.Limits
 		if inline {
 			written = []rawLimit{rp.rawLimit}
 		}
-		return Policy{}, fail(sluicePath(path, prefixes, written, ie.Field), "%s", ie.Reason)
+		return nil, fail(sluicePath(path, prefixes, written, ie.Field), "%s", ie.Reason)
 	}
-	return Policy{Policy: p, FailMode: mode, NearCache: near, Lease: leased}, nil
+	return p, nil
+}
+
+// nameProbe is a valid limit, for checkName to ask sluice.NewPolicy about a name alone.
+var nameProbe = sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1000}}
+
+// checkName holds name, written at path, to the rules of a policy's name: sluice.NewPolicy's.
+func checkName(path, name string) error {
+	_, err := sluice.NewPolicy(name, nameProbe)
+	if err == nil {
+		return nil
+	}
+	var ie *sluice.InvalidError
+	if errors.As(err, &ie) && ie.Field == "policy" {
+		return fail(path+" (the name)", "%s", ie.Reason)
+	}
+	return fail(path+" (the name)", "%v", err)
+}
+
+// setField returns the key of the first field set in rl, in the order rawLimit declares them;
+// "" when none is.
+func setField(rl rawLimit) string {
+	v := reflect.ValueOf(rl)
+	for i := range v.NumField() {
+		if !v.Field(i).IsZero() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+			return name
+		}
+	}
+	return ""
 }
 
 // boolean reads a true or false that a file may leave out (or set to null) for false.
@@ -707,7 +838,8 @@ var (
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
 		"periodMs", "period", "windowMs", "window", "timezone"}
-	policyKeys = append([]string{"failMode", "nearCache", "lease", "limits"}, limitKeys...)
+	planKeys   = append([]string{"limits"}, limitKeys...)
+	policyKeys = append([]string{"failMode", "nearCache", "lease", "plans", "plan"}, planKeys...)
 )
 
 // checkKeys rejects a mapping key the file format does not have, naming its path.
@@ -732,12 +864,52 @@ func checkKeys(doc *yaml.Node) error {
 		if err := keysIn(p, path+".", policyKeys); err != nil {
 			return err
 		}
-		if limits := valueOf(p, "limits"); limits != nil && limits.Kind == yaml.SequenceNode {
-			for j, l := range limits.Content {
-				if err := keysIn(l, fmt.Sprintf("%s.limits[%d].", path, j), limitKeys); err != nil {
-					return err
-				}
+		if err := checkLimitsKeys(p, path); err != nil {
+			return err
+		}
+		plans := valueOf(p, "plans")
+		if plans == nil || plans.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(plans.Content); j += 2 {
+			plan, node := path+".plans."+plans.Content[j].Value, plans.Content[j+1]
+			if err := policyKeysIn(node, plan+"."); err != nil {
+				return err
 			}
+			if err := keysIn(node, plan+".", planKeys); err != nil {
+				return err
+			}
+			if err := checkLimitsKeys(node, plan); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// policyKeysIn rejects, in the plan m, a field of the policy's that a plan does not have, saying
+// where it goes.
+func policyKeysIn(m *yaml.Node, prefix string) error {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if k := m.Content[i].Value; !slices.Contains(planKeys, k) && slices.Contains(policyKeys, k) {
+			return fail(prefix+strconv.Quote(k), "unknown field (line %d); %s is the policy's: set it beside plans, where it applies to every plan", m.Content[i].Line, k)
+		}
+	}
+	return nil
+}
+
+// checkLimitsKeys is checkKeys for the limits of the policy or plan m, written at path.
+func checkLimitsKeys(m *yaml.Node, path string) error {
+	limits := valueOf(m, "limits")
+	if limits == nil || limits.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for j, l := range limits.Content {
+		if err := keysIn(l, fmt.Sprintf("%s.limits[%d].", path, j), limitKeys); err != nil {
+			return err
 		}
 	}
 	return nil

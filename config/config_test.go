@@ -377,7 +377,8 @@ func TestLoad(t *testing.T) {
 }
 
 // FuzzParse: Parse never panics, and every configuration it accepts is complete and valid: its
-// policies load into a sluice.Limiter, in name order, each with a fail mode.
+// policies load into a sluice.Limiter, in name order, each with a fail mode; a policy's plans each
+// load, under the policy's name, and its default plan is the policy.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -390,6 +391,15 @@ func FuzzParse(f *testing.F) {
 		"policies:\n  m:\n    limits:\n      - {name: requests, unit: request, strategy: slidingWindow, limit: 2, window: 1m, buckets: 60}\n      - {name: tokens, strategy: tokenBucket, capacity: 1000, refillPerSec: 16.666666666666668}",
 		"policies:\n  a: {strategy: gcra, limit: 1, period: 1m, periodMs: 60000, burst: 1}",
 		"envoy: ['[']",
+		// Plans: single and composite, a default, the policy's fields beside them; and bad ones.
+		"policies:\n  api:\n    plans:\n      free: {strategy: gcra, limit: 100, period: 1m, burst: 10}\n      enterprise:\n        limits:\n          - {name: requests, unit: request, strategy: gcra, limit: 10000, period: 1m, burst: 1000}\n          - {name: tokens, strategy: tokenBucket, capacity: 1000000, refillPerSec: 1000}\n    plan: enterprise\n    failMode: closed\n    lease: true",
+		"policies:\n  p: {plan: a, plans: {a: {strategy: fixedWindow, limit: 1, window: day, timezone: UTC}, b: {strategy: slidingWindowLog, limit: 2, windowMs: 10}}}",
+		"policies:\n  p: {plan: b, plans: {a: {strategy: fixedWindow, limit: 1, window: 1s}}}",
+		"policies:\n  p: {plans: {a: {strategy: fixedWindow, limit: 1, window: 1s}}}",
+		"policies:\n  p: {plan: a, plans: {}}",
+		"policies:\n  p: {plan: a, strategy: gcra, plans: {a: {strategy: fixedWindow, limit: 1, window: 1s}}}",
+		"policies:\n  p: {plan: a, plans: {a: {strategy: fixedWindow, limit: -1, window: 1s}}}",
+		"policies:\n  p: {plan: 'a b', plans: {'a b': {strategy: fixedWindow, limit: 1, window: 1s}}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -417,6 +427,20 @@ func FuzzParse(f *testing.F) {
 			}
 			if c.NearCache(p.Name()) != p.NearCache {
 				t.Fatalf("NearCache(%q) = %v, the policy says %v", p.Name(), c.NearCache(p.Name()), p.NearCache)
+			}
+			if (p.Plans == nil) != (p.Plan == "") || (p.Plans != nil && p.Plans[p.Plan] != p.Policy) {
+				t.Fatalf("policy %q: default plan %q is not the policy among plans %v", p.Name(), p.Plan, p.Plans)
+			}
+			for name, plan := range p.Plans {
+				if _, err := sluice.NewPolicy(name, sluice.Limit{Strategy: sluice.FixedWindow{Limit: 1, WindowMs: 1}}); err != nil {
+					t.Fatalf("policy %q: accepted plan name %q: %v", p.Name(), name, err)
+				}
+				if plan == nil || len(plan.Limits()) == 0 || plan.Name() != p.Name() {
+					t.Fatalf("policy %q: plan %q is empty or named otherwise: %v", p.Name(), name, plan)
+				}
+				if _, err := sluice.New(nil, plan); err != nil {
+					t.Fatalf("policy %q: plan %q does not load: %v", p.Name(), name, err)
+				}
 			}
 			if i > 0 && c.Policies[i-1].Name() >= p.Name() {
 				t.Fatalf("policies out of name order: %q before %q", c.Policies[i-1].Name(), p.Name())
@@ -558,6 +582,167 @@ func TestBounds(t *testing.T) {
 			got := config.Config{MaxKeys: cfg.MaxKeys, MaxSlotTTL: cfg.MaxSlotTTL, MaxSlotLimit: cfg.MaxSlotLimit, MaxSettle: cfg.MaxSettle}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("ceilings %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// plansYAML is a policy with plans: two single-limit plans and a composite one.
+const plansYAML = `
+policies:
+  api:
+    plans:
+      free: {strategy: gcra, limit: 100, period: 1m, burst: 10}
+      pro: {strategy: gcra, limit: 1000, period: 1m, burst: 100}
+      enterprise:
+        limits:
+          - {name: requests, strategy: gcra, limit: 10000, period: 1m, burst: 1000, unit: request}
+          - {name: tokens, strategy: tokenBucket, capacity: 1000000, refillPerSec: 1000}
+    plan: %s
+    failMode: closed
+    nearCache: true
+    lease: true
+  plain: {strategy: fixedWindow, limit: 5, window: 1s}
+`
+
+func TestPlans(t *testing.T) {
+	free := []sluice.Limit{{Strategy: sluice.GCRA{Limit: 100, PeriodMs: 60_000, Burst: 10}}}
+	pro := []sluice.Limit{{Strategy: sluice.GCRA{Limit: 1000, PeriodMs: 60_000, Burst: 100}}}
+	enterprise := []sluice.Limit{
+		{Name: "requests", Unit: sluice.UnitRequest, Strategy: sluice.GCRA{Limit: 10_000, PeriodMs: 60_000, Burst: 1000}},
+		{Name: "tokens", Strategy: sluice.TokenBucket{Capacity: 1_000_000, RefillPerSec: 1000}},
+	}
+	all := map[string][]sluice.Limit{"free": free, "pro": pro, "enterprise": enterprise}
+	tests := []struct {
+		name, yaml, plan string
+		want             map[string][]sluice.Limit // each plan's limits
+	}{
+		{"single-limit default", fmt.Sprintf(plansYAML, "free"), "free", all},
+		{"another single-limit default", fmt.Sprintf(plansYAML, "pro"), "pro", all},
+		{"composite default", fmt.Sprintf(plansYAML, "enterprise"), "enterprise", all},
+		{"one plan", "policies:\n  api:\n    plan: only\n    plans: {only: {strategy: fixedWindow, limit: 5, window: 1s}}",
+			"only", map[string][]sluice.Limit{"only": {{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 1000}}}}},
+		{"block style, names with punctuation", "policies:\n  api:\n    plan: team/eu:v2\n    plans:\n      team/eu:v2:\n        strategy: slidingWindowLog\n        limit: 3\n        windowMs: 1000\n      pro_2.1:\n        limits:\n          - strategy: fixedWindow\n            limit: 4\n            window: day\n",
+			"team/eu:v2", map[string][]sluice.Limit{
+				"team/eu:v2": {{Strategy: sluice.SlidingWindowLog{Limit: 3, WindowMs: 1000}}},
+				"pro_2.1":    {{Strategy: sluice.FixedWindow{Limit: 4, Calendar: sluice.Day}}},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, tt.yaml)
+			p := policy(t, c, "api")
+			if p.Plan != tt.plan {
+				t.Errorf("Plan = %q, want %q", p.Plan, tt.plan)
+			}
+			if len(p.Plans) != len(tt.want) {
+				t.Fatalf("%d plans, want %d", len(p.Plans), len(tt.want))
+			}
+			for name, want := range tt.want {
+				got := p.Plans[name]
+				if got == nil {
+					t.Fatalf("no plan %q", name)
+				}
+				// Under the policy's name, so that a key's state is the same whatever its plan.
+				if got.Name() != "api" {
+					t.Errorf("plan %q is named %q, want the policy's name, api", name, got.Name())
+				}
+				if !reflect.DeepEqual(got.Limits(), want) {
+					t.Errorf("plan %q limits\n got %+v\nwant %+v", name, got.Limits(), want)
+				}
+				if _, err := sluice.New(nil, got); err != nil {
+					t.Errorf("plan %q does not load: %v", name, err)
+				}
+			}
+			// The default plan is the policy.
+			if p.Policy != p.Plans[tt.plan] {
+				t.Errorf("Policy = %v, want the default plan %q's", p.Policy, tt.plan)
+			}
+			if i := slices.IndexFunc(c.SluicePolicies(), func(sp *sluice.Policy) bool { return sp.Name() == "api" }); i < 0 || c.SluicePolicies()[i] != p.Plans[tt.plan] {
+				t.Errorf("SluicePolicies does not hold the default plan")
+			}
+		})
+	}
+
+	t.Run("the policy's fields apply to every plan", func(t *testing.T) {
+		c := mustParse(t, fmt.Sprintf(plansYAML, "free"))
+		p := policy(t, c, "api")
+		if p.FailMode != config.FailClosed || !p.NearCache || !p.Lease || !c.NearCache("api") || !c.Lease("api") || c.FailModeOf("api") != config.FailClosed {
+			t.Errorf("policy fields: %+v", p)
+		}
+		if w := c.Warnings(); len(w) != 2 {
+			t.Errorf("Warnings = %q, want nearCache's and lease's, once each", w)
+		}
+	})
+	t.Run("a policy without plans", func(t *testing.T) {
+		p := policy(t, mustParse(t, fmt.Sprintf(plansYAML, "free")), "plain")
+		if p.Plans != nil || p.Plan != "" || len(p.Limits()) != 1 {
+			t.Errorf("plain: Plans %v, Plan %q, limits %v; want none, \"\" and its own one", p.Plans, p.Plan, p.Limits())
+		}
+	})
+	t.Run("null plans is no plans", func(t *testing.T) {
+		p := policy(t, mustParse(t, "policies:\n  api: {plans: ~, strategy: fixedWindow, limit: 5, window: 1s}"), "api")
+		if p.Plans != nil || p.Plan != "" {
+			t.Errorf("Plans %v, Plan %q; want none", p.Plans, p.Plan)
+		}
+	})
+}
+
+func TestPlanErrors(t *testing.T) {
+	const free = "{strategy: gcra, limit: 100, period: 1m, burst: 10}"
+	const pro = "{strategy: gcra, limit: 1000, period: 1m, burst: 100}"
+	plans := "    plans:\n      free: " + free + "\n      pro: " + pro + "\n"
+	tests := []struct {
+		name, yaml string
+		path       string // config.Error.Path
+		reason     string // contained in the reason
+	}{
+		{"plan missing", "policies:\n  api:\n" + plans, "policies.api.plan", `is missing: a policy with plans names its default plan, one of "free", "pro"`},
+		{"plan empty", "policies:\n  api:\n" + plans + "    plan: ''\n", "policies.api.plan", "is missing"},
+		{"unknown plan", "policies:\n  api:\n" + plans + "    plan: gold\n", "policies.api.plan", `names no plan of this policy, got "gold" (the plans: "free", "pro")`},
+		{"unknown plan close to one", "policies:\n  api:\n" + plans + "    plan: Free\n", "policies.api.plan", `got "Free" (the plans: "free", "pro"); did you mean "free"?`},
+		{"unknown plan misspelt", "policies:\n  api:\n    plans: {enterprise: " + free + "}\n    plan: enterprize\n", "policies.api.plan", `did you mean "enterprise"?`},
+		{"plans empty", "policies:\n  api: {plans: {}, plan: free}", "policies.api.plans", "is empty"},
+		{"plan without plans", "policies:\n  api: {plan: free, strategy: fixedWindow, limit: 5, window: 1s}", "policies.api.plan", "names a default plan, but the policy has no plans"},
+		{"negative limit in a plan", "policies:\n  api:\n    plans:\n      free: " + free + "\n      pro: {strategy: gcra, limit: -1000, period: 1m, burst: 100}\n    plan: free\n",
+			"policies.api.plans.pro.limit", "must be above 0"},
+		{"bad limit of a composite plan", "policies:\n  api:\n    plan: free\n    plans:\n      free: " + free + "\n      enterprise:\n        limits:\n          - " + pro + "\n          - {strategy: tokenBucket, capacity: 1000, refillPerSec: 0}\n",
+			"policies.api.plans.enterprise.limits[1].refillPerSec", "must be above 0"},
+		{"bad period in a plan", "policies:\n  api:\n    plan: free\n    plans: {free: {strategy: gcra, limit: 1, period: soon, burst: 1}}", "policies.api.plans.free.period", `got "soon"`},
+		{"missing parameter in a plan", "policies:\n  api:\n    plan: free\n    plans: {free: {strategy: gcra, limit: 1, period: 1m}}", "policies.api.plans.free.burst", "is missing"},
+		{"unknown strategy in the default plan", "policies:\n  api:\n    plan: free\n    plans: {free: {strategy: leakyBucket}}", "policies.api.plans.free.strategy", `got "leakyBucket"`},
+		{"empty plan", "policies:\n  api:\n    plan: free\n    plans: {free: }", "policies.api.plans.free", "needs a strategy or limits"},
+		{"plan inline and limits", "policies:\n  api:\n    plan: free\n    plans:\n      free: {strategy: fixedWindow, limit: 1, window: 1s, limits: [" + free + "]}", "policies.api.plans.free", "not both"},
+		{"plans beside strategy", "policies:\n  api:\n    strategy: gcra\n" + plans + "    plan: free\n", "policies.api.strategy", "is set beside plans"},
+		{"plans beside a parameter", "policies:\n  api:\n    capacity: 10\n" + plans + "    plan: free\n", "policies.api.capacity", "is set beside plans"},
+		{"plans beside a whole limit", "policies:\n  api:\n    strategy: fixedWindow\n    limit: 1\n    window: 1s\n" + plans + "    plan: free\n", "policies.api.strategy", "is set beside plans"},
+		{"plans beside limits", "policies:\n  api:\n    limits: [" + free + "]\n" + plans + "    plan: free\n", "policies.api.limits", "is set beside plans"},
+		{"bad plan name", "policies:\n  api:\n    plan: free\n    plans:\n      free: " + free + "\n      'pro plan': " + pro + "\n", "policies.api.plans.pro plan (the name)", `name "pro plan" may hold only letters, digits and -_.:/`},
+		{"empty plan name", "policies:\n  api:\n    plan: free\n    plans:\n      free: " + free + "\n      '': " + pro + "\n", "policies.api.plans. (the name)", "must be 1 to 128 bytes"},
+		{"long plan name", "policies:\n  api:\n    plan: free\n    plans:\n      free: " + free + "\n      " + strings.Repeat("p", 129) + ": " + pro + "\n", "policies.api.plans." + strings.Repeat("p", 129) + " (the name)", "must be 1 to 128 bytes, got 129"},
+		{"bad policy name with plans", "policies:\n  'bad name':\n" + plans + "    plan: free\n", "policies.bad name (the name)", "may hold only"},
+		{"failMode on a plan", "policies:\n  api:\n    plan: free\n    plans:\n      free: {strategy: fixedWindow, limit: 1, window: 1s, failMode: open}", `policies.api.plans.free."failMode"`, "unknown field (line 5); failMode is the policy's: set it beside plans"},
+		{"plans in a plan", "policies:\n  api:\n    plan: free\n    plans:\n      free: {plans: {}}", `policies.api.plans.free."plans"`, "is the policy's"},
+		{"a plan field misspelt", "policies:\n  api:\n    plan: free\n    plans:\n      free: {strategy: fixedWindow, limt: 1, window: 1s}", `policies.api.plans.free."limt"`, `did you mean "limit"?`},
+		{"a plan limit's field misspelt", "policies:\n  api:\n    plan: free\n    plans:\n      free: {limits: [{strategy: fixedWindow, limit: 1, windw: 1s}]}", `policies.api.plans.free.limits[0]."windw"`, `did you mean "window"?`},
+		{"plan misspelt", "policies:\n  api:\n" + plans + "    plam: free\n", `policies.api."plam"`, `did you mean "plan"?`},
+		{"plan set twice", "policies:\n  api:\n" + plans + "    plan: free\n    plan: pro\n", "policies.api.plan", "set twice (line 7)"},
+		{"duplicate plan", "policies:\n  api:\n    plan: free\n    plans:\n      free: " + free + "\n      free: " + pro + "\n", "(file)", "already defined"},
+		{"plans a list", "policies:\n  api:\n    plan: free\n    plans: [" + free + "]", "(file)", "cannot unmarshal"},
+		{"plan a list", "policies:\n  api:\n" + plans + "    plan: [free]\n", "(file)", "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tt.yaml))
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse = %+v, %v; want a *config.Error", c, err)
+			}
+			if !errors.Is(err, config.ErrConfig) {
+				t.Errorf("errors.Is(%v, ErrConfig) = false", err)
+			}
+			if ce.Path != tt.path || !strings.Contains(ce.Reason, tt.reason) {
+				t.Errorf("error %q (path %q), want path %q and a reason containing %q", err, ce.Path, tt.path, tt.reason)
 			}
 		})
 	}

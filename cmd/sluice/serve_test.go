@@ -206,6 +206,12 @@ func TestValidate(t *testing.T) {
 	writeConfig(t, pgStreams, "streams:\n  store: postgres://u:s3cret@db/sluice\n  queries:\n    q: {stream: api, window: 2s}\n")
 	badStore := filepath.Join(dir, "badstore.yaml")
 	writeConfig(t, badStore, "store: mysql://db/sluice\n")
+	plans := filepath.Join(dir, "plans.yaml")
+	writeConfig(t, plans, "policies:\n  api:\n    plan: free\n    plans:\n      free: {strategy: gcra, limit: 10, period: 1m, burst: 1}\n      pro: {limits: [{strategy: tokenBucket, capacity: 100, refillPerSec: 1}]}\n")
+	badPlan := filepath.Join(dir, "badplan.yaml")
+	writeConfig(t, badPlan, "policies:\n  api:\n    plan: free\n    plans:\n      free: {strategy: gcra, limit: 10, period: 1m, burst: 1}\n      pro: {strategy: gcra, limit: -100, period: 1m, burst: 1}\n")
+	noPlan := filepath.Join(dir, "noplan.yaml")
+	writeConfig(t, noPlan, "policies:\n  api:\n    plan: fre\n    plans: {free: {strategy: gcra, limit: 10, period: 1m, burst: 1}}\n")
 	tests := []struct {
 		name     string
 		args     []string
@@ -219,7 +225,10 @@ func TestValidate(t *testing.T) {
 		{"stored definitions not checked", []string{"--config", pgStreams}, 0, "not checked without --connect: whether streams.store postgres://u:xxxxx@db/sluice holds a query under another definition"},
 		{"unsupported store", []string{"--config", badStore}, 1, `unsupported store "mysql://db/sluice"`},
 		{"unsupported --store", []string{"--config", idle, "--store", "redis:/typo"}, 1, "unsupported store"},
-		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 6 policies"},
+		{"sample config", []string{"--config", "../../examples/serve/sluice.yaml"}, 0, "ok, 7 policies"},
+		{"plans", []string{"--config", plans}, 0, "ok, 1 policies\n"},
+		{"names the offending plan's path", []string{"--config", badPlan}, 1, "policies.api.plans.pro.limit: must be above 0"},
+		{"names the default plan's path", []string{"--config", noPlan}, 1, `policies.api.plan: names no plan of this policy, got "fre"`},
 		{"names the offending path", []string{"--config", bad}, 1, "policies.api.refillPerSec"},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, 1, "no such file"},
 		{"no --config", nil, 2, "pass --config"},
