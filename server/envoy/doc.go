@@ -41,8 +41,21 @@
 // A request descriptor matches the rule of the node its entries walk to, at exactly their depth.
 // At each level an exact key and value is preferred, then wildcard values (the most literal
 // characters first), then the key alone; where a preferred branch ends without a rule, the next one
-// is tried (envoyproxy/ratelimit gives up instead). The state of a match is per domain, descriptor
-// path and values: each distinct set of values has its own count.
+// is tried (envoyproxy/ratelimit gives up instead). But a descriptor listed with neither a
+// rate_limit nor descriptors of its own whitelists what reaches it, whatever entries follow, as in
+// envoyproxy/ratelimit ("effectively whitelisted"): no less specific branch is tried. A '*'
+// anywhere in a value is a wildcard (envoyproxy/ratelimit reads only a trailing one so). The state
+// of a match is per domain, descriptor path and values: each distinct set of values has its own
+// count.
+//
+// A request descriptor carrying a limit override (its limit: requests_per_unit per unit) is limited
+// by it instead of by any rule, matched or not, as envoyproxy/ratelimit does: not shadowed, not
+// named (so never replaced), counted per domain and entries, apart from the rules' counts and apart
+// per override unit and requests_per_unit; requests_per_unit 0 denies everything. The unit is read
+// as envoyproxy/ratelimit reads it (SECOND 1 to YEAR 6, and 7 as WEEK); any other is
+// INVALID_ARGUMENT naming descriptors[i].limit.unit (envoyproxy/ratelimit panics).
+// unit_multiplier, which envoyproxy/ratelimit ignores, multiplies the window. In a domain no file
+// defines, overrides are ignored as well.
 //
 // # Deciding
 //
@@ -52,20 +65,24 @@
 // envoyproxy/ratelimit). All the enforced descriptors are then decided at once with one
 // Server.CheckAll: if any is over limit, the request is OVER_LIMIT and consumes from none of them
 // (envoyproxy/ratelimit consumes from all). A descriptor whose hits_addend is 0 is checked without
-// consuming (over limit when nothing is left), and one with is_negative_hits gives its hits back.
+// consuming, and is OK even with nothing left, as envoyproxy/ratelimit's count + 0 > limit is false
+// at exactly the limit (sluice never counts past one; requests_per_unit 0 still denies it); one
+// with is_negative_hits gives its hits back.
 // Hits above what a limit can ever admit are over limit. Shadow-mode rules are checked after the
 // others, consuming only when the request was allowed, and their status is always OK.
 //
 // A domain no file defines answers OK for every descriptor, as envoyproxy/ratelimit does. A rule
 // naming a policy the sluice config lacks is NOT_FOUND (Rules.Validate catches that at load), and
 // a store that cannot answer under a fail-closed policy UNAVAILABLE, which Envoy treats per its
-// failure_mode_deny. Descriptors' limit overrides are ignored: the configured rule applies.
+// failure_mode_deny.
 //
 // # Response
 //
 // Each status carries current_limit (for a sluice policy: its binding limit, as a whole number of
 // the largest unit dividing its window, or else a rate per second), limit_remaining and
-// duration_until_reset. response_headers_to_add carries the IETF RateLimit header fields of
+// duration_until_reset, in whole seconds rounded up, as envoyproxy/ratelimit sends it (Envoy drops
+// a fraction when it writes x-ratelimit-reset): for a rate_limit block or an override, the time to
+// the end of its window, in [1 s, the window]. response_headers_to_add carries the IETF RateLimit header fields of
 // draft-ietf-httpapi-ratelimit-headers for the enforced limits, RateLimit-Policy: "name";q=…;w=…
 // and RateLimit: "name";r=…;t=…, and Retry-After (seconds) when over limit.
 //
@@ -78,5 +95,8 @@
 //
 // The rate_limit blocks generate one fixed-window policy per (unit, requests_per_unit), named
 // envoy:UNIT:N (the prefix is reserved), which the Service installs in the Server's limiter beside
-// the config's policies, and again after every Server.Reload.
+// the config's policies, and again after every Server.Reload. Limit overrides get one per (unit,
+// unit_multiplier, requests_per_unit), named envoy:override:UNIT:N (envoy:override:MxUNIT:N), each
+// installed on first use and kept; past 1000 of them a request needing another is
+// RESOURCE_EXHAUSTED.
 package envoy

@@ -230,6 +230,8 @@ func FuzzParse(f *testing.F) {
 		"domain: &a d\ndescriptors: &l\n  - key: *a\n    descriptors: *l\n",
 		"a: &a [*a]\n",
 		"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		// Whitelisting descriptors (no rate_limit, no descriptors), exact and wildcard, at two levels.
+		"domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: a\n    value: x*\n    descriptors:\n      - key: b\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))

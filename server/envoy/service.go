@@ -2,9 +2,11 @@ package envoy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +41,10 @@ type Service struct {
 	log   *slog.Logger
 	rules atomic.Pointer[Rules]
 	now   atomic.Pointer[func() int64]
+
+	// overMu serializes installing limit overrides' policies; overrides are those installed.
+	overMu    sync.Mutex
+	overrides []*sluice.Policy
 }
 
 // New returns a Service deciding rules through srv. rules may be nil (no domain: everything is OK).
@@ -120,6 +126,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than %d", n, MaxDescriptors)
 	}
 	resp, err := s.decide(ctx, req)
+	if errors.Is(err, errTooManyOverrides) {
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	}
 	if err != nil {
 		return nil, grpcstatus.Of(err)
 	}
@@ -138,12 +147,30 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	slots := make([]slot, len(req.GetDescriptors()))
 	replaced := map[string]bool{}
 	for i, desc := range req.GetDescriptors() {
-		chain := rules.match(domain, desc.GetEntries())
-		if chain == nil {
-			continue
-		}
 		sl := &slots[i]
-		sl.rule = chain[len(chain)-1].rule
+		if o := desc.GetLimit(); o != nil {
+			// A limit override applies instead of the config's rules, as in envoyproxy/ratelimit:
+			// counted per domain and entries, whether or not a rule matches them, but only in a
+			// domain some file defines.
+			ov, err := parseOverride(i, o)
+			if err != nil {
+				return nil, err
+			}
+			if rules.domains[domain] == nil {
+				continue
+			}
+			if sl.rule, err = s.overrideRule(domain, desc, ov); err != nil {
+				return nil, err
+			}
+			sl.key = stateKey(domain, nil, desc.GetEntries())
+		} else {
+			chain := rules.match(domain, desc.GetEntries())
+			if chain == nil {
+				continue
+			}
+			sl.rule = chain[len(chain)-1].rule
+			sl.key = stateKey(domain, chain, desc.GetEntries())
+		}
 		for _, name := range sl.rule.replaces {
 			replaced[name] = true
 		}
@@ -151,7 +178,6 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		if h := desc.GetHitsAddend(); h != nil {
 			sl.hits = h.GetValue()
 		}
-		sl.key = stateKey(domain, chain, desc.GetEntries())
 		if desc.GetIsNegativeHits() {
 			sl.kind = kRefund
 		}
@@ -201,7 +227,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 
-	// Enforced peeks next: a request one of them denies consumes nothing.
+	// Enforced peeks next: a request one of them denies consumes nothing. A peek (hits_addend 0)
+	// itself denies nothing: as envoyproxy/ratelimit compares the count after adding the hits,
+	// limit < count + 0, a key at exactly its limit is OK with nothing remaining, and sluice never
+	// counts past a limit. Hits that no window can admit are over limit, as is everything under
+	// requests_per_unit 0.
 	denied := false
 	for i := range slots {
 		sl := &slots[i]
@@ -213,7 +243,6 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			if err := s.peek(ctx, sl); err != nil {
 				return nil, err
 			}
-			sl.denied = sl.denied || !sl.d.Allowed
 			denied = denied || sl.denied
 		case kDenyAll:
 			denied = true
@@ -280,7 +309,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		if sl.kind == kCheck && denied {
 			sl.denied = !wouldAllow(sl.pol, sl.d, int64(sl.hits))
-		} else if sl.kind == kCheck || sl.kind == kPeek {
+		} else if sl.kind == kCheck {
 			sl.denied = !sl.d.Allowed
 		}
 		if sl.denied {
@@ -365,13 +394,20 @@ func (s *Service) response(slots []slot, denied bool) *rlsv3.RateLimitResponse {
 			q, windowMs, st.CurrentLimit = describe(sl.rule, sl.pol, sl.d)
 			remaining = sl.d.Remaining
 			resetMs = max(sl.d.ResetAt-now, 0)
+			if sl.rule.limit != nil {
+				// A rate_limit block's or an override's window, aligned to the epoch: it resets at
+				// its end whatever the key's count, untouched keys too, as envoyproxy/ratelimit says.
+				resetMs = sl.rule.unitMs - now%sl.rule.unitMs
+			}
 			retryMs = sl.d.RetryAfterMs
 			if sl.kind == kTooBig {
 				retryMs = max(resetMs, 1) // no wait admits it; point at the next reset
 			}
 		}
 		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(time.Duration(resetMs) * time.Millisecond)
+		// Whole seconds, rounded up, as envoyproxy/ratelimit reports them (a window's reset is then
+		// in [1 s, its length]): Envoy drops the fraction when it writes x-ratelimit-reset.
+		st.DurationUntilReset = &durationpb.Duration{Seconds: (resetMs + 999) / 1000}
 		if sl.rule.shadow || sl.kind == kRefund || q == 0 && sl.kind != kDenyAll {
 			continue // not enforced, or a fail-open answer without numbers
 		}

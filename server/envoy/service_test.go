@@ -52,6 +52,18 @@ func newEnv(t *testing.T, sluiceConfig string, files ...string) *env {
 // start is newEnv over any store.
 func (e *env) start(t *testing.T, store sluice.Store, sluiceConfig string, files ...string) *env {
 	t.Helper()
+	dir := t.TempDir()
+	for i, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.yaml", i)), []byte(f), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e.serve(t, store, sluiceConfig, filepath.Join(dir, "*.yaml"))
+}
+
+// serve is start with the rate-limit files Load reads from patterns.
+func (e *env) serve(t *testing.T, store sluice.Store, sluiceConfig string, patterns ...string) *env {
+	t.Helper()
 	cfg, err := config.Parse([]byte(sluiceConfig))
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -60,13 +72,7 @@ func (e *env) start(t *testing.T, store sluice.Store, sluiceConfig string, files
 	if err != nil {
 		t.Fatalf("server: %v", err)
 	}
-	dir := t.TempDir()
-	for i, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.yaml", i)), []byte(f), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rules, err := Load([]string{filepath.Join(dir, "*.yaml")})
+	rules, err := Load(patterns)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -250,6 +256,40 @@ descriptors:
 			},
 		},
 		{
+			name: "a descriptor without rate_limit or descriptors whitelists, with no fallback",
+			rules: `
+domain: edge
+descriptors:
+  - key: a
+    value: x
+  - key: a
+    value: y*
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    descriptors:
+      - key: b
+        rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: c
+    value: y
+    descriptors:
+      - key: d
+        value: z
+      - key: d
+        rate_limit: {unit: minute, requests_per_unit: 1}
+`,
+			steps: []step{
+				{descs: ds(desc("a=x")), want: "OK OK"},
+				{descs: ds(desc("a=x")), want: "OK OK"},
+				{descs: ds(desc("a=yes"), desc("a=yes")), want: "OK OK OK"}, // a whitelisting wildcard
+				{descs: ds(desc("a=w")), want: "OK OK:0"},
+				{descs: ds(desc("a=x", "b=1")), want: "OK OK"}, // whatever follows
+				{descs: ds(desc("a=w", "b=1")), want: "OK OK:0"},
+				{descs: ds(desc("c=y", "d=z")), want: "OK OK"}, // below the first level too
+				{descs: ds(desc("c=y", "d=z")), want: "OK OK"},
+				{descs: ds(desc("c=y", "d=q")), want: "OK OK:0"},
+			},
+		},
+		{
 			name: "replaces drops the replaced limit from the request",
 			rules: `
 domain: edge
@@ -318,9 +358,11 @@ descriptors:
 				{hits: 2, descs: ds(withHits(desc("tokens=u"), 7), desc("req=u")), want: "OK OK:3 OK:3"},
 				{hits: 1, descs: ds(withHits(desc("tokens=u"), 0), desc("req=u")), want: "OK OK:3 OK:2"},
 				{hits: 1, descs: ds(withHits(desc("tokens=u"), 3), desc("req=u")), want: "OK OK:0 OK:1"},
-				// Nothing left: a peek denies, and the request consumes nothing elsewhere.
-				{hits: 1, descs: ds(withHits(desc("tokens=u"), 0), desc("req=u")), want: "OVER_LIMIT OVER_LIMIT:0 OK:1"},
-				{hits: 1, descs: ds(desc("req=u")), want: "OK OK:0"},
+				// At exactly its limit a peek is OK with nothing left, as envoyproxy/ratelimit's
+				// count + 0 > limit is false; one more hit is over limit.
+				{hits: 1, descs: ds(withHits(desc("tokens=u"), 0), desc("req=u")), want: "OK OK:0 OK:0"},
+				{hits: 1, descs: ds(withHits(desc("tokens=u"), 0), desc("req=u")), want: "OVER_LIMIT OK:0 OVER_LIMIT:0"},
+				{hits: 1, descs: ds(desc("tokens=u")), want: "OVER_LIMIT OVER_LIMIT:0"},
 			},
 		},
 		{
