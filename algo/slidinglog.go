@@ -75,8 +75,9 @@ func (l *SlidingWindowLog) retryAfter(runs []Run, n float64, count, cost int64) 
 	return max(ceil(float64(at(runs, k))+l.window-n), 1)
 }
 
-// Check logs cost units at now if the window has room for them. Like the reference script, it
-// drops the expired part of the log whatever the outcome.
+// Check logs cost units at now if the window has room for them, dropping the expired part of the
+// log; a denied check leaves the state as it was, as the reference script writes nothing then (a
+// longer window, after a limit change, may count again what this window has let go).
 // The returned state may share memory with st.
 func (l *SlidingWindowLog) Check(st SlidingWindowLogState, now, cost int64) (SlidingWindowLogState, sluice.Decision) {
 	st, v := l.Decide(st, now, cost)
@@ -86,12 +87,20 @@ func (l *SlidingWindowLog) Check(st SlidingWindowLogState, now, cost int64) (Sli
 // Decide is Check deciding a Verdict, which a store's hot path passes on in registers.
 func (l *SlidingWindowLog) Decide(st SlidingWindowLogState, now, cost int64) (SlidingWindowLogState, sluice.Verdict) {
 	n := float64(now)
-	count := l.prune(&st, n)
+	i := l.live(st, n)
+	runs := st.Runs[i:]
+	var count int64
+	for _, r := range runs {
+		count += r.N
+	}
 	if float64(count+cost) <= l.limit {
+		if i > 0 {
+			st.Runs = append(st.Runs[:0], runs...)
+		}
 		st.add(now, cost)
 		return st, allow(int64(l.limit)-(count+cost), l.resetAt(st.Runs, now))
 	}
-	return st, deny(int64(l.limit)-count, l.resetAt(st.Runs, now), l.retryAfter(st.Runs, n, count, cost))
+	return st, deny(int64(l.limit)-count, l.resetAt(runs, now), l.retryAfter(runs, n, count, cost))
 }
 
 // add logs n units at now, keeping the runs in order of instant.
