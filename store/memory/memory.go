@@ -1,7 +1,9 @@
 // Package memory is sluice's embedded store, and its default: limit state kept in this process's
 // memory, decided with package algo, exact under any number of goroutines.
 //
-// Each limit of each policy has its own keyspace, an open-addressing hash table split in shards.
+// Each limit of each policy has a keyspace, an open-addressing hash table split in shards; policies
+// of one name share it where their limits at that index have one strategy, whatever the numbers, so
+// a key whose limit changes (a plan, an override) keeps its state, read under the limit checked.
 // Lookups take no lock and each key carries its own lock bit, so checks on different keys never
 // contend and a check on a hot key is one compare-and-swap: a key's state is never read and then
 // written in two steps that another check could come between. A composite policy or a CheckAll locks
@@ -9,7 +11,8 @@
 // state back if any part denied.
 //
 // Memory stays bounded: a key whose state has become equal to a fresh key's (its limit has fully
-// replenished) is dropped by a background sweep, so dropping it never loosens a limit. A key of up
+// replenished, under every limit its keyspace is read with) is dropped by a background sweep, so
+// dropping it never loosens a limit. A key of up
 // to 16 bytes is held in its slot, and costs the slot over the table's load (measured at 1M keys:
 // 44.5 bytes for GCRA, 55.5 for token bucket and fixed window, the key included; docs/benchmarks.md);
 // a longer key costs a copy of its bytes besides. Config.MaxKeys caps the number of keys, concurrency
@@ -67,10 +70,14 @@ type Store struct {
 	// hash, and checks ask for the same few policies over and over.
 	recent [64]atomic.Pointer[binding]
 
-	mu   sync.Mutex               // guards defs and replacing bindings
+	mu   sync.Mutex               // guards defs, spaces and replacing bindings
 	defs map[string][]*definition // by policy name, oldest first
+	// spaces holds the keys of every limit: policies of one name share the keyspace of a limit
+	// index whose strategies have one shape, whatever their numbers, so a key keeps its state when
+	// its limit changes. Sweep goes through each once.
+	spaces map[spaceKey]keyspace
 
-	partIDs   atomic.Uint64 // numbers parts in creation order: the order multi-key steps lock in
+	partIDs   atomic.Uint64 // numbers keyspaces in creation order: the order multi-key steps lock in
 	closed    atomic.Bool
 	stop      chan struct{}
 	done      chan struct{}
@@ -90,19 +97,28 @@ type Store struct {
 	leases leases // the concurrency.Store state (concurrency.go)
 }
 
-// definition is the state of one definition of a policy: one part per limit. Equal policies, such
-// as one policy reloaded from config, share a definition.
+// definition is one definition of a policy: one part per limit, each its limit's numbers over the
+// limit's keyspace. Equal policies, such as one policy reloaded from config, share a definition.
 type definition struct {
 	policy *sluice.Policy // the first policy seen with this definition
 	parts  []part
 }
 
+// spaceKey names a keyspace: limit index of the policies of a name, for strategies of a shape
+// (shapeOf).
+type spaceKey struct {
+	policy string
+	index  int
+	shape  string
+}
+
 type binding struct {
 	policy *sluice.Policy
 	def    *definition
-	// single, alg and limit are the part, strategy and ceiling of a policy of one limit
-	// (Check's fast path); single is nil for a composite policy.
+	// single, keys, alg and limit are the part, its keyspace, its strategy and its ceiling for a
+	// policy of one limit (Check's fast path); single is nil for a composite policy.
 	single part
+	keys   keyspace
 	alg    any
 	limit  int64
 }
@@ -128,6 +144,7 @@ func New(cfg Config) *Store {
 	}
 	s.bindings.Store(&map[*sluice.Policy]*binding{})
 	s.defs = map[string][]*definition{}
+	s.spaces = map[spaceKey]keyspace{}
 	every := cfg.SweepInterval
 	if every == 0 {
 		every = 10 * time.Second
@@ -185,15 +202,13 @@ func (e *FullError) Unwrap() error { return ErrFull }
 func (s *Store) Sweep() {
 	now := s.sweepNow()
 	s.mu.Lock()
-	defs := make([]*definition, 0, len(s.defs))
-	for _, ds := range s.defs {
-		defs = append(defs, ds...)
+	spaces := make([]keyspace, 0, len(s.spaces))
+	for _, ks := range s.spaces {
+		spaces = append(spaces, ks)
 	}
 	s.mu.Unlock()
-	for _, d := range defs {
-		for _, p := range d.parts {
-			p.sweep(now)
-		}
+	for _, ks := range spaces {
+		ks.sweep(now)
 	}
 	s.leases.sweep(now, &s.keys) // and expired concurrency leases
 }
@@ -237,10 +252,14 @@ func (s *Store) kick() {
 func (s *Store) full() bool { return s.max > 0 && s.keys.Load() >= s.max }
 
 // partsOf returns the parts of p, creating them on first use. Policies Equal to each other share
-// their parts, so a policy reloaded from config keeps its keys' state; a changed policy starts
-// afresh. A replaced definition is kept, for checks still holding the old policy and for a config
-// that reverts: its keys are swept as they go idle, after which its empty tables cost a few
-// kilobytes.
+// their parts, so a policy reloaded from config keeps its keys' state. A changed policy of the same
+// name (a plan, an override, a reload with new numbers) gets parts of its own numbers over the
+// same keyspaces, where its limits keep their strategies: a key's state carries over and is read
+// under the numbers of the policy checked, as Redis and PostgreSQL read it (docs/semantics.md, When
+// a key's limit changes). A limit whose strategy changes starts afresh in a keyspace of its own. A
+// replaced definition is kept, for checks still holding the old policy and for a config that
+// reverts; keyspaces are kept too, and a keyspace no policy uses any more costs a few kilobytes once
+// the sweep has dropped its keys.
 func (s *Store) partsOf(p *sluice.Policy) []part { return s.bindingOf(p).def.parts }
 
 func (s *Store) bindingOf(p *sluice.Policy) *binding {
@@ -283,14 +302,21 @@ func (s *Store) bind(p *sluice.Policy) *binding {
 	}
 	if def == nil {
 		def = &definition{policy: p}
-		for _, l := range p.Limits() {
-			def.parts = append(def.parts, newPart(l.Strategy, s))
+		for i, l := range p.Limits() {
+			k := spaceKey{policy: p.Name(), index: i, shape: shapeOf(l.Strategy)}
+			ks := s.spaces[k]
+			if ks == nil {
+				ks = newKeyspace(l.Strategy, s)
+				s.spaces[k] = ks
+			}
+			def.parts = append(def.parts, ks.view(l.Strategy))
 		}
 		s.defs[p.Name()] = append(s.defs[p.Name()], def)
 	}
 	b := &binding{policy: p, def: def}
 	if len(def.parts) == 1 {
-		b.single, b.alg, b.limit = def.parts[0], def.parts[0].strategy(), int64(p.Limits()[0].Strategy.Ceiling())
+		pt := def.parts[0]
+		b.single, b.keys, b.alg, b.limit = pt, pt.keys(), pt.strategy(), int64(p.Limits()[0].Strategy.Ceiling())
 	}
 	next := make(map[*sluice.Policy]*binding, len(cur)+1)
 	for q, qb := range cur {
@@ -393,7 +419,7 @@ func (s *Store) check(now int64, b *binding, key string, cost int64, d *sluice.D
 func (s *Store) verdict(now int64, b *binding, key string, cost int64) (_ sluice.Verdict, ok bool) {
 	cost = b.policy.Cost(0, cost) // 1 if the limit counts requests
 	h, w0, w1 := hashKey(s.seed, key)
-	switch sp := b.single.(type) {
+	switch sp := b.keys.(type) {
 	case *space[algo.GCRAState]:
 		g := b.alg.(*algo.GCRA)
 		t := sp.shard(h)

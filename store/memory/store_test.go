@@ -1005,8 +1005,8 @@ func TestAbsentKeyOperationsCreateNoKey(t *testing.T) {
 }
 
 // TestReload: a policy Equal to the one held (a new pointer, as from reloaded config) shares its
-// keys; a changed policy of the same name starts afresh while checks holding the old policy still
-// see the old state; the old state goes once its keys are idle.
+// keys; a changed policy of the same name and strategy keeps each key's state and reads it under its
+// own numbers, as do checks still holding the old policy; the state goes once its keys are idle.
 func TestReload(t *testing.T) {
 	clk := newManualClock(epoch0)
 	st := openStore(t, memory.Config{Now: clk.Now})
@@ -1034,34 +1034,35 @@ func TestReload(t *testing.T) {
 	}
 	wantLen(t, st, 1, "after an unchanged reload")
 
-	// Changed: a fresh start under the new definition; the old pointer still sees the old state.
+	// Changed: the key's window carries over, read under the new limit; the old pointer reads the
+	// same state under the old limit.
 	if err := lim.SetPolicies(v2); err != nil {
 		t.Fatal(err)
 	}
-	if d := mustCheck(t, lim, bg, "api", "k", 1); !d.Allowed || d.Remaining != 7 {
-		t.Fatalf("check after a changed reload: %+v, want a fresh key under limit 8", d)
+	if d := mustCheck(t, lim, bg, "api", "k", 1); !d.Allowed || d.Remaining != 2 || d.Limit != 8 {
+		t.Fatalf("check after a changed reload: %+v, want 6 of 8 spent, remaining 2", d)
 	}
-	if d := storeCheck(t, st, 0, v1, "k", 1); d.Allowed || d.Remaining != 0 {
-		t.Fatalf("check holding the old policy: %+v, want the old state (exhausted)", d)
+	if d := storeCheck(t, st, 0, v1, "k", 1); d.Allowed || d.Remaining != 0 || d.Limit != 5 {
+		t.Fatalf("check holding the old policy: %+v, want 6 spent of its 5: denied", d)
 	}
 	if d := storeCheck(t, st, 0, v1again, "k", 1); d.Allowed {
-		t.Fatalf("check holding the old (reloaded) policy: %+v, want the old state (exhausted)", d)
+		t.Fatalf("check holding the old (reloaded) policy: %+v, want denied", d)
 	}
-	wantLen(t, st, 2, "old and new definitions")
+	wantLen(t, st, 1, "one key, whichever definition checks it")
 	st.Sweep()
-	wantLen(t, st, 2, "after a Sweep while both keys are busy")
+	wantLen(t, st, 1, "after a Sweep while the key is busy")
 
-	// Both idle: the sweep drops them, and the old definition with them.
+	// Idle: the sweep drops it.
 	clk.Set(epoch0 + 1000)
 	st.Sweep()
-	wantLen(t, st, 0, "after a Sweep once both keys are idle")
+	wantLen(t, st, 0, "after a Sweep once the key is idle")
 	if d := mustCheck(t, lim, bg, "api", "k", 1); d.Remaining != 7 {
 		t.Errorf("new policy after the sweep: %+v, want remaining 7", d)
 	}
-	if d := storeCheck(t, st, 0, v1, "k", 1); !d.Allowed || d.Remaining != 4 {
-		t.Errorf("old policy after the sweep: %+v, want a fresh key under limit 5", d)
+	if d := storeCheck(t, st, 0, v1, "k", 1); !d.Allowed || d.Remaining != 3 {
+		t.Errorf("old policy after the sweep: %+v, want 2 of 5 spent", d)
 	}
-	wantLen(t, st, 2, "at the end")
+	wantLen(t, st, 1, "at the end")
 }
 
 // TestCheckDoesNotAllocate: a Limiter.Check of an existing key allocates nothing.

@@ -20,9 +20,10 @@ type step struct {
 // against the states as the earlier steps left them, and if any step is denied puts every state
 // back. Decision i goes to out[i].
 //
-// Slots are locked in one global order (part, hash, key), so two multi-key steps never wait on each
-// other. A slot that cannot be locked without blocking (a rebuild, a key to create) makes it let go
-// of everything, prepare that slot, and start over. It returns ErrFull, having changed no state,
+// Slots are locked in one global order (keyspace, hash, key), so two multi-key steps never wait on
+// each other; steps of one key in one keyspace share its slot, each deciding it with its own part's
+// numbers (policies of one name whose limits differ). A slot that cannot be locked without blocking
+// (a rebuild, a key to create) makes it let go of everything, prepare that slot, and start over. It returns ErrFull, having changed no state,
 // when the cap refuses a key.
 func atomically(now int64, steps []step, out []sluice.Decision) error {
 	order := make([]int, len(steps))
@@ -41,7 +42,7 @@ func atomically(now int64, steps []step, out []sluice.Decision) error {
 		var stuck *step
 		for k, i := range order {
 			if k > 0 {
-				if p := &steps[order[k-1]]; p.part == steps[i].part && p.h == steps[i].h && p.key == steps[i].key {
+				if p := &steps[order[k-1]]; p.part.id() == steps[i].part.id() && p.h == steps[i].h && p.key == steps[i].key {
 					holds[i] = holds[order[k-1]]
 					continue
 				}
@@ -66,7 +67,7 @@ func atomically(now int64, steps []step, out []sluice.Decision) error {
 	}
 	allowed := true
 	for i, st := range steps {
-		out[i] = holds[i].check(now, st.cost)
+		out[i] = holds[i].check(st.part, now, st.cost)
 		allowed = allowed && out[i].Allowed
 	}
 	for _, hd := range locked {

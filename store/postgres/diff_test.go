@@ -22,6 +22,19 @@ func TestSameAsMemory(t *testing.T) {
 	}
 }
 
+// TestLimitChange replays random traffic whose keys' limits change between and within windows
+// (storetest.LimitVariants) against the memory store and PostgreSQL, and requires equal answers.
+func TestLimitChange(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			s, _, _ := newStore(t, pgstore.Config{})
+			storetest.LimitChange(t, s, seed, 1500)
+		})
+	}
+}
+
 // TestCalendarWindows checks calendar quotas across local midnights, days of 23 and 25 hours and
 // month ends on PostgreSQL and the memory store alike.
 func TestCalendarWindows(t *testing.T) {

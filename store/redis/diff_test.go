@@ -18,3 +18,14 @@ func TestSameAsMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitChange replays random traffic whose keys' limits change between and within windows
+// (storetest.LimitVariants) against the memory store and Redis, and requires equal answers.
+func TestLimitChange(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rs, _, _ := newStore(t)
+			storetest.LimitChange(t, rs, seed, 1500)
+		})
+	}
+}
