@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Restart", func(t *testing.T) { Restart(t, h) })
 	t.Run("LostSubscription", func(t *testing.T) { LostSubscription(t, h) })
 	t.Run("Invalid", func(t *testing.T) { Invalid(t, h) })
+	t.Run("Converge", func(t *testing.T) { Converge(t, h) })
 }
 
 // tables opens n Tables on one namespace of h, refreshing only hourly, so that only the push
@@ -210,6 +213,52 @@ func LostSubscription(t *testing.T, h Harness) {
 	}
 	await(t, "a change after the subscriptions are back", Within, ts, func(tb *overrides.Table) bool { _, ok := tb.Get("api", "after"); return ok })
 	t.Logf("a change after reconnecting seen by every table %v after Set was called", time.Since(start).Round(10*time.Microsecond))
+}
+
+// Converge: three Tables changing the same few keys at once, reloading now and then, end up
+// holding what the backend holds, as a Table opened afterwards loads it.
+func Converge(t *testing.T, h Harness) {
+	ts, open, _ := tables(t, h, 3)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i, tb := range ts {
+		wg.Go(func() {
+			for j := range 60 {
+				key := fmt.Sprintf("k%d", j%4)
+				var err error
+				switch {
+				case j%5 == 4:
+					_, err = tb.Delete(ctx, "api", key)
+				case j%2 == 0:
+					err = tb.Set(ctx, overrides.Override{Policy: "api", Key: key, Plan: "pro", Reason: fmt.Sprint(i, j)})
+				default:
+					err = tb.Set(ctx, overrides.Override{Policy: "api", Key: key, Reason: fmt.Sprint(i, j),
+						Limits: []overrides.Limit{{Strategy: "fixedWindow", Limit: float64(1 + i*100 + j), WindowMs: 1000}}})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if j%7 == 0 {
+					tb.Kick()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := contents(open())
+	took := await(t, "the backend's overrides", Within, ts, func(tb *overrides.Table) bool { return contents(tb) == want })
+	t.Logf("three tables agree with the backend %v after the last change: %s", took.Round(10*time.Microsecond), want)
+}
+
+// contents is the overrides of policy api in tb, as text.
+func contents(tb *overrides.Table) string {
+	page, _ := tb.List("api", "", "", 1000)
+	var b strings.Builder
+	for _, o := range page {
+		fmt.Fprintf(&b, "%s:%s%v:%s ", o.Key, o.Plan, o.Limits, o.Reason)
+	}
+	return b.String()
 }
 
 // Invalid: bad overrides are refused with the field named, and store nothing anywhere.
