@@ -175,8 +175,11 @@ func (sp *space[S]) view(s sluice.Strategy) part {
 // bound to the space so far: only then may the sweep or the cap forget it. Any of them may decide
 // the key next (a check still holding an older policy, a config that reverts, keys whose plans
 // differ), so judging by the newest alone could forget a state that still matters under another.
-// Strategies whose idle tests agree count once (idleKey), so a space holds one test unless its
-// token buckets differ or its windows differ in length.
+// No test is safe for limits not bound yet (a token bucket of a larger capacity is full later), so
+// a limit first bound after a key was dropped reads it as fresh, as Redis and PostgreSQL read a key
+// they let expire once idle under the numbers of its last write, which are among those judged
+// here. Strategies whose idle tests agree count once (idleKey), so a space holds one test unless
+// its token buckets differ or its windows differ in length.
 func (sp *space[S]) idle(s S, now int64) bool {
 	for _, a := range *sp.idles.Load() {
 		if !a.Idle(s, now) {
