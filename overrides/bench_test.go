@@ -147,3 +147,16 @@ func BenchmarkSet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReload is a reload of a table in memory holding 100k overrides of a policy, half of
+// them custom limits: the copy made again, every plan resolved again (a backend adds its Load).
+func BenchmarkReload(b *testing.B) {
+	tb := benchTable(b, "api", 100_000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := tb.Reload(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

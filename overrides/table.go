@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,8 +362,15 @@ func (t *Table) Reload(ctx context.Context) error {
 		defer t.mu.Unlock()
 		var list []Override
 		for _, pt := range t.snap.Load().policies {
-			for _, e := range pt.sorted() {
-				list = append(list, e.o)
+			for _, sh := range pt.shards {
+				if sh == nil {
+					continue
+				}
+				for _, sl := range sh.slots {
+					if sl.e != nil {
+						list = append(list, sl.e.o)
+					}
+				}
 			}
 		}
 		s, _ := t.build(list)
@@ -401,9 +409,11 @@ func (t *Table) Reload(ctx context.Context) error {
 	return nil
 }
 
-// build is a snapshot of the live overrides of list, and the expired ones.
+// build is a snapshot of the live overrides of list, and the expired ones. An entry of the copy
+// whose override is unchanged, and whose policy resolves to the same, is kept as it is.
 func (t *Table) build(list []Override) (*snapshot, []Override) {
 	now := t.now()
+	cur := t.snap.Load()
 	live := make([]*entry, 0, len(list))
 	var expired []Override
 	for _, o := range list {
@@ -411,9 +421,25 @@ func (t *Table) build(list []Override) (*snapshot, []Override) {
 			expired = append(expired, o)
 			continue
 		}
+		if old := cur.find(t.seed, o.Policy, o.Key); old != nil && old.policy != nil && same(&old.o, &o) {
+			if o.Plan == "" {
+				live = append(live, old) // custom limits resolve to themselves
+				continue
+			}
+			if p, err := t.policyOf(&o); err == nil && p == old.policy {
+				live = append(live, old)
+				continue
+			}
+		}
 		live = append(live, t.entryOf(o))
 	}
 	return build(t.seed, live), expired
+}
+
+// same reports whether a and b are equal.
+func same(a, b *Override) bool {
+	return a.Policy == b.Policy && a.Key == b.Key && a.Plan == b.Plan && a.ExpiresAt == b.ExpiresAt &&
+		a.Reason == b.Reason && a.UpdatedAt == b.UpdatedAt && slices.Equal(a.Limits, b.Limits)
 }
 
 // refreshEvery reloads every t.refresh, and when kicked, until Close.
@@ -531,7 +557,7 @@ func (s *shard) find(h uint64, key string) *entry {
 	}
 }
 
-// newShard is a shard of es, whose keys are distinct, with their hashes hs.
+// newShard is a shard of es, with their keys' hashes hs (of a key given twice, the later entry).
 func newShard(hs []uint64, es []*entry) *shard {
 	if len(es) == 0 {
 		return nil
@@ -550,8 +576,11 @@ func newShard(hs []uint64, es []*entry) *shard {
 		w, bit := filterBit(hs[j], words)
 		s.bits[w] |= bit
 		i := hs[j] & mask
-		for s.slots[i].e != nil {
+		for s.slots[i].e != nil && (s.slots[i].h != hs[j] || s.slots[i].e.o.Key != e.o.Key) {
 			i = (i + 1) & mask
+		}
+		if s.slots[i].e != nil {
+			s.n-- // a key twice: the later entry wins
 		}
 		s.slots[i] = slot{hs[j], e}
 	}
@@ -665,16 +694,7 @@ func build(seed maphash.Seed, es []*entry) *snapshot {
 		es [nShards][]*entry
 	}
 	groups := map[string]*group{}
-	// Keep the last entry of each policy and key.
-	type ref struct{ policy, key string }
-	last := make(map[ref]int, len(es))
-	for i, e := range es {
-		last[ref{e.o.Policy, e.o.Key}] = i
-	}
-	for i, e := range es {
-		if last[ref{e.o.Policy, e.o.Key}] != i {
-			continue
-		}
+	for _, e := range es {
 		g := groups[e.o.Policy]
 		if g == nil {
 			g = &group{}
@@ -688,8 +708,9 @@ func build(seed maphash.Seed, es []*entry) *snapshot {
 	for name, g := range groups {
 		pt := &ptable{}
 		for j := range nShards {
-			pt.shards[j] = newShard(g.hs[j], g.es[j])
-			pt.n += len(g.es[j])
+			if pt.shards[j] = newShard(g.hs[j], g.es[j]); pt.shards[j] != nil {
+				pt.n += pt.shards[j].n
+			}
 		}
 		s.policies[name] = pt
 	}
