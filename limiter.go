@@ -72,8 +72,9 @@ func New(store Store, policies ...*Policy) (*Limiter, error) {
 }
 
 // SetPolicies replaces the policy set atomically. A policy Equal to one held before keeps its
-// counts, and the store keeps its keys' state; the state of a changed or removed policy is dropped
-// by the store in its own time. Checks already under way finish with the old set.
+// counts. The store keeps a policy's keys' state across a change of its numbers and reads it under
+// the new ones (docs/semantics.md, section 9); a removed policy's state is dropped by the store in
+// its own time. Checks already under way finish with the old set.
 func (l *Limiter) SetPolicies(policies ...*Policy) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

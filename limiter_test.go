@@ -369,7 +369,7 @@ func TestSetPolicies(t *testing.T) {
 		remaining int64
 	}{
 		{"same", sluice.Stats{Allowed: 5, Denied: 2}, 0},
-		{"changed", sluice.Stats{}, 10},
+		{"changed", sluice.Stats{}, 5}, // the 5 spent under the old limit are kept
 		{"added", sluice.Stats{}, 5},
 	}
 	for _, tt := range tests {
@@ -399,7 +399,7 @@ func TestSetPolicies(t *testing.T) {
 	if st, ok := lim.Stats("same"); !ok || st != (sluice.Stats{Allowed: 5, Denied: 2}) {
 		t.Errorf("Stats(same) after a rejected SetPolicies = %+v, %v", st, ok)
 	}
-	if d := mustCheck(t, lim, ctx, "changed", "k", 10); !d.Allowed {
+	if d := mustCheck(t, lim, ctx, "changed", "k", 5); !d.Allowed {
 		t.Errorf("changed policy no longer served after a rejected SetPolicies")
 	}
 }
