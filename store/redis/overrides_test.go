@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/overrides"
 	"github.com/sluicehq/sluice/overrides/overridestest"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -56,7 +57,8 @@ func fields(line string) map[string]string {
 	out := map[string]string{}
 	for _, kv := range strings.Fields(line) {
 		k, v, _ := strings.Cut(kv, "=")
-		out[k] = v
+		out[strings.TrimPrefix(k, "txt:")] = v // a RESP3 verbatim string may keep its format
+
 	}
 	return out
 }
@@ -117,4 +119,50 @@ func TestOverridesRedisDown(t *testing.T) {
 			t.Fatal("New on an unreachable Redis succeeded")
 		}
 	}
+}
+
+// TestOverridesCluster runs the fleet checks on a Redis Cluster of three masters: the hash is in
+// one slot, the script's PUBLISH reaches every node, and each Table subscribes on a node of the
+// cluster's choosing.
+func TestOverridesCluster(t *testing.T) {
+	redistest.Require(t, "redis-server")
+	cluster := redistest.StartCluster(t, 3)
+	overridestest.Run(t, overridestest.Harness{Fresh: func(t *testing.T) (func() overrides.Backend, func()) {
+		t.Helper()
+		name := fmt.Sprintf("sluice-overrides-%d", time.Now().UnixNano())
+		open := func() overrides.Backend {
+			opt, err := redisstore.ParseURL(cluster.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.ClientName = name
+			c, err := rueidis.NewClient(opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			return redisstore.NewOverrides(c, "sluice-test:"+name)
+		}
+		cut := func() {
+			t.Helper()
+			killed := 0
+			for _, addr := range cluster.Addrs() {
+				admin := nodeClient(t, addr)
+				list, err := do(t, admin, "CLIENT", "LIST").ToString()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for line := range strings.SplitSeq(list, "\n") {
+					if f := fields(line); f["name"] == name && f["sub"] != "0" && f["sub"] != "" {
+						do(t, admin, "CLIENT", "KILL", "ID", f["id"])
+						killed++
+					}
+				}
+			}
+			if killed == 0 {
+				t.Fatalf("no subscribed client named %s to kill", name)
+			}
+		}
+		return open, cut
+	}})
 }
