@@ -41,6 +41,49 @@ func redisCPU(b *testing.B, c rueidis.Client) time.Duration {
 	return time.Duration(sec * float64(time.Second))
 }
 
+// benchCalls runs call b.N times, from one goroutine for 1 caller and from callers goroutines
+// otherwise (SetParallelism on GOMAXPROCS), each with a 100 ms deadline, after a first call from
+// each caller to load the scripts and open the connections. It reports Redis's CPU per call and the
+// share of calls that failed (call returned false), and fails the benchmark above one in a hundred.
+func benchCalls(b *testing.B, c rueidis.Client, callers int, call func(ctx context.Context) bool) {
+	b.Helper()
+	var failed atomic.Int64
+	one := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if !call(ctx) {
+			failed.Add(1)
+		}
+	}
+	var warm sync.WaitGroup
+	for range callers {
+		warm.Go(one)
+	}
+	warm.Wait()
+	failed.Store(0)
+	cpu := redisCPU(b, c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	if callers == 1 {
+		for b.Loop() {
+			one()
+		}
+	} else {
+		b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				one()
+			}
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((redisCPU(b, c)-cpu).Microseconds())/float64(b.N), "redis-µs/op")
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
+	if n := failed.Load(); n > int64(b.N/100) {
+		b.Errorf("%d of %d calls failed or were denied", n, b.N)
+	}
+}
+
 // BenchmarkCheckAll measures Limiter.CheckAll of one and of two items on a Redis of its own, with
 // batching off (every call one script run of its own, as CheckAll always ran) and on, side by
 // side in one run: the time per call and the Redis CPU per call. 64 callers is SetParallelism(32)
@@ -80,47 +123,16 @@ func BenchmarkCheckAll(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					var next, failed atomic.Int64
-					check := func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-						defer cancel()
+					var next atomic.Int64
+					benchCalls(b, c, callers, func(ctx context.Context) bool {
 						k := next.Add(1)
 						its := make([]sluice.Item, items)
 						for i := range its {
 							its[i] = sluice.Item{Policy: p.Name(), Key: keys[(k+int64(i))%int64(len(keys))], Cost: 1}
 						}
-						if d, err := lim.CheckAll(ctx, its...); err != nil || !d.Allowed {
-							failed.Add(1)
-						}
-					}
-					// Load the scripts and open the connections before the clock starts.
-					var warm sync.WaitGroup
-					for range callers {
-						warm.Go(check)
-					}
-					warm.Wait()
-					failed.Store(0)
-					cpu := redisCPU(b, c)
-					b.ReportAllocs()
-					b.ResetTimer()
-					if callers == 1 {
-						for b.Loop() {
-							check()
-						}
-					} else {
-						b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								check()
-							}
-						})
-					}
-					b.StopTimer()
-					b.ReportMetric(float64((redisCPU(b, c)-cpu).Microseconds())/float64(b.N), "redis-µs/op")
-					b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
-					if n := failed.Load(); n > int64(b.N/100) {
-						b.Errorf("%d of %d CheckAlls failed or were denied", n, b.N)
-					}
+						d, err := lim.CheckAll(ctx, its...)
+						return err == nil && d.Allowed
+					})
 				})
 			}
 		}

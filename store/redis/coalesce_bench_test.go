@@ -3,8 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,42 +99,10 @@ func BenchmarkCoalesced(b *testing.B) {
 					defer c.Close()
 					s := redisstore.New(c, mode.cfg)
 					defer s.Close()
-					var next, failed atomic.Int64
-					call := func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-						defer cancel()
-						if err := op.do(ctx, s, int(next.Add(1))); err != nil {
-							failed.Add(1)
-						}
-					}
-					// Load the scripts and open the connections before the clock starts.
-					var warm sync.WaitGroup
-					for range callers {
-						warm.Go(call)
-					}
-					warm.Wait()
-					failed.Store(0)
-					cpu := redisCPU(b, c)
-					b.ReportAllocs()
-					b.ResetTimer()
-					if callers == 1 {
-						for b.Loop() {
-							call()
-						}
-					} else {
-						b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-						b.RunParallel(func(pb *testing.PB) {
-							for pb.Next() {
-								call()
-							}
-						})
-					}
-					b.StopTimer()
-					b.ReportMetric(float64((redisCPU(b, c)-cpu).Microseconds())/float64(b.N), "redis-µs/op")
-					b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
-					if n := failed.Load(); n > int64(b.N/100) {
-						b.Errorf("%d of %d calls failed or were denied", n, b.N)
-					}
+					var next atomic.Int64
+					benchCalls(b, c, callers, func(ctx context.Context) bool {
+						return op.do(ctx, s, int(next.Add(1))) == nil
+					})
 				})
 			}
 		}
