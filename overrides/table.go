@@ -148,8 +148,11 @@ func (t *Table) Policy(policy, key string, now int64) (*sluice.Policy, *Override
 		return nil, nil
 	}
 	h := maphash.String(t.seed, key)
+	if w, bit := filterBit(h, len(pt.filter)); pt.filter[w]&bit == 0 {
+		return nil, nil
+	}
 	sh := pt.shards[h>>(64-shardBits)]
-	if sh == nil || !sh.mayHave(h) {
+	if sh == nil {
 		return nil, nil
 	}
 	e := sh.find(h, key)
@@ -520,28 +523,26 @@ type slot struct {
 	e *entry
 }
 
-// shard is an immutable open-addressed table: len(slots) a power of two, at least twice n. bits
-// is a filter of the keys it holds, a bit per key's hash, at least 16 bits per key: a key without
-// an override (most keys checked) is answered by one bit, and the filters of all shards (a
-// bit per 16 or more of theirs, 2 bytes per override at least) stay in the CPU's cache where the slots (16 bytes
-// each, twice as many as overrides) would not.
+// shard is an immutable open-addressed table: len(slots) a power of two, at least twice n.
 type shard struct {
-	bits  []uint64
 	slots []slot
 	n     int
 }
 
-// filterBit is the word and bit of h in a filter of len(bits) words, a power of two: bits of h
-// that neither the shard (the top ones) nor the slot (the bottom ones) are chosen by.
+// filterBit is the word and bit of h in a filter of words words, a power of two: bits of h that
+// neither the shard (the top ones) nor the slot (the bottom ones) are chosen by.
 func filterBit(h uint64, words int) (int, uint64) {
 	f := h >> 16
 	return int(f>>6) & (words - 1), 1 << (f & 63)
 }
 
-// mayHave is false when the shard has no entry of hash h.
-func (s *shard) mayHave(h uint64) bool {
-	w, bit := filterBit(h, len(s.bits))
-	return s.bits[w]&bit != 0
+// filterWords is the size of a filter for n keys: a power of two, at least 16 bits per key.
+func filterWords(n int) int {
+	words := 1
+	for words*64 < 16*n {
+		words *= 2
+	}
+	return words
 }
 
 func (s *shard) find(h uint64, key string) *entry {
@@ -566,15 +567,9 @@ func newShard(hs []uint64, es []*entry) *shard {
 	for size < 2*len(es) {
 		size *= 2
 	}
-	words := 1
-	for words*64 < 16*len(es) {
-		words *= 2
-	}
-	s := &shard{bits: make([]uint64, words), slots: make([]slot, size), n: len(es)}
+	s := &shard{slots: make([]slot, size), n: len(es)}
 	mask := uint64(size - 1)
 	for j, e := range es {
-		w, bit := filterBit(hs[j], words)
-		s.bits[w] |= bit
 		i := hs[j] & mask
 		for s.slots[i].e != nil && (s.slots[i].h != hs[j] || s.slots[i].e.o.Key != e.o.Key) {
 			i = (i + 1) & mask
@@ -605,8 +600,12 @@ func (s *shard) with(h uint64, key string, e *entry) *shard {
 	return newShard(hs, es)
 }
 
-// ptable is one policy's overrides.
+// ptable is one policy's overrides. filter has a bit set for the hash of every key it holds (and
+// maybe of keys it held: a delete leaves its bit until the filter is made again): a key without
+// an override, most keys checked, is answered by one bit, and the filter (2 to 4 bytes per
+// override) stays in the CPU's cache where the slots (32 to 64 bytes per override) would not.
 type ptable struct {
+	filter []uint64
 	shards [nShards]*shard
 	n      int
 
@@ -666,14 +665,25 @@ func (s *snapshot) change(seed maphash.Seed, policy, key string, e *entry) *snap
 	i := h >> (64 - shardBits)
 	pt := &ptable{}
 	if old := s.policies[policy]; old != nil {
-		pt.shards, pt.n = old.shards, old.n
+		pt.shards, pt.n, pt.filter = old.shards, old.n, old.filter
 	}
-	if old := pt.shards[i]; old != nil {
-		pt.n -= old.n
+	if sh := pt.shards[i]; sh != nil {
+		pt.n -= sh.n
 	}
 	pt.shards[i] = pt.shards[i].with(h, key, e)
 	if pt.shards[i] != nil {
 		pt.n += pt.shards[i].n
+	}
+	// The filter is kept as it is when its bit is set already (a key replaced, or deleted), copied
+	// with the bit set for a new key, and made again, for twice the keys, when it holds fewer than
+	// 8 bits per key.
+	if e != nil {
+		if words := len(pt.filter); words*64 < 8*pt.n {
+			pt.makeFilter(filterWords(2 * pt.n))
+		} else if w, bit := filterBit(h, words); pt.filter[w]&bit == 0 {
+			pt.filter = append([]uint64(nil), pt.filter...)
+			pt.filter[w] |= bit
+		}
 	}
 	next := &snapshot{policies: make(map[string]*ptable, len(s.policies)+1)}
 	for name, p := range s.policies {
@@ -712,7 +722,24 @@ func build(seed maphash.Seed, es []*entry) *snapshot {
 				pt.n += pt.shards[j].n
 			}
 		}
+		pt.makeFilter(filterWords(pt.n))
 		s.policies[name] = pt
 	}
 	return s
+}
+
+// makeFilter sets pt.filter, of words words, from its shards.
+func (pt *ptable) makeFilter(words int) {
+	pt.filter = make([]uint64, words)
+	for _, sh := range pt.shards {
+		if sh == nil {
+			continue
+		}
+		for _, sl := range sh.slots {
+			if sl.e != nil {
+				w, bit := filterBit(sl.h, words)
+				pt.filter[w] |= bit
+			}
+		}
+	}
 }
