@@ -8,7 +8,7 @@
 // for company), and otherwise waits for the lane while later checks of the lane join its batch.
 // So concurrent checks of a hot key never race each other to the store, where they would queue
 // on one row lock or one slot: they reach it together, as one call, one call after another. Only
-// checks with the same explicit now (or 0) and the same number of limits share a batch.
+// groups with the same explicit now (or 0) and the same number of steps share a batch.
 //
 // A batch gives up with the first of its callers to give up (its deadline is the earliest of
 // theirs): a check must never be decided after its caller was told it was not, and the checks of
@@ -38,9 +38,8 @@ type Config[C, R any] struct {
 	// of this buffered channel, which the caller may share with other work that is to count
 	// against the same bound.
 	Slots chan struct{}
-	// NewCall starts a call of checks of limits limits at now; Add appends a check to it.
-	NewCall func(now int64, limits int) C
-	Add     func(c C, p *sluice.Policy, key string, cost int64) C
+	// NewCall starts a call of groups of n steps at now.
+	NewCall func(now int64, n int) C
 	// Run runs a call. It must return once ctx is done, whatever the store does after.
 	Run func(ctx context.Context, c C) ([]R, error)
 }
@@ -61,7 +60,7 @@ type lane[C, R any] struct {
 
 type batch[C, R any] struct {
 	now      int64
-	limits   int // limits per check
+	steps    int // steps per group
 	c        C
 	checks   int
 	deadline time.Time // the earliest of its checks' deadlines; zero: none had one
@@ -89,15 +88,10 @@ func (b *Batcher[C, R]) laneOf(p *sluice.Policy, key string) *lane[C, R] {
 	return &b.lanes[maphash.String(b.seed, key)%uint64(len(b.lanes))]
 }
 
-// Check decides one check in a batch, and returns the reply of its call and the check's index in
-// the call. A context done first is an error matching sluice.ErrUnavailable.
-func (b *Batcher[C, R]) Check(ctx context.Context, now int64, p *sluice.Policy, key string, cost int64) (reply []R, i int, err error) {
-	return b.Group(ctx, now, len(p.Limits()), p, key, func(c C) C { return b.cfg.Add(c, p, key, cost) })
-}
-
-// Group is Check for a group of n steps decided together, all or nothing, which add appends to
-// a call: a CheckAll of several items. p and key pick its lane. It shares calls with the checks
-// and groups of n steps, as a check of a policy of n limits is one such group.
+// Group decides a group of n steps together, all or nothing, in a batch: one check of a policy of
+// n limits, or a CheckAll of several items. add appends the group's steps to a call; p and key
+// pick its lane. It returns the reply of its call and the group's index in the call. A context
+// done first is an error matching sluice.ErrUnavailable.
 func (b *Batcher[C, R]) Group(ctx context.Context, now int64, n int, p *sluice.Policy, key string, add func(C) C) (reply []R, i int, err error) {
 	return b.Groups(ctx, now, n, 1, p, key, add)
 }
@@ -113,9 +107,9 @@ func (b *Batcher[C, R]) Groups(ctx context.Context, now int64, n, count int, p *
 		ln.turn = make(chan struct{}, 1)
 	}
 	bt := ln.open
-	lead := bt == nil || bt.now != now || bt.limits != n || bt.checks+count > b.cfg.Max
+	lead := bt == nil || bt.now != now || bt.steps != n || bt.checks+count > b.cfg.Max
 	if lead {
-		bt = &batch[C, R]{now: now, limits: n, c: b.cfg.NewCall(now, n), deadline: dl, done: make(chan struct{})}
+		bt = &batch[C, R]{now: now, steps: n, c: b.cfg.NewCall(now, n), deadline: dl, done: make(chan struct{})}
 		ln.open = bt
 	} else if hasDeadline && (bt.deadline.IsZero() || dl.Before(bt.deadline)) {
 		bt.deadline = dl

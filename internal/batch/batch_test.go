@@ -34,7 +34,6 @@ func (f *fake) batcher(max, lanes int) *batch.Batcher[keys, int] {
 		Max:     max,
 		Lanes:   lanes,
 		NewCall: func(int64, int) keys { return nil },
-		Add:     func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
 		Run: func(ctx context.Context, c keys) ([]int, error) {
 			f.runs.Add(1)
 			distinct := map[string]bool{}
@@ -86,7 +85,7 @@ func TestConcurrentChecksShareCalls(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for range 20 {
-				reply, i, err := b.Check(context.Background(), 0, p, "k", 1)
+				reply, i, err := check(b, context.Background(), "k")
 				if err != nil || reply[i] != i {
 					t.Errorf("reply %v, index %d, error %v", reply, i, err)
 					return
@@ -169,7 +168,7 @@ func TestHotKeyOneCallInFlight(t *testing.T) {
 				key = fmt.Sprint("cold", c)
 			}
 			for range 20 {
-				if _, _, err := b.Check(context.Background(), 0, p, key, 1); err != nil {
+				if _, _, err := check(b, context.Background(), key); err != nil {
 					t.Error(err)
 					return
 				}
@@ -190,7 +189,6 @@ func TestSlotsBoundCallsInFlight(t *testing.T) {
 		Lanes:   8,
 		Slots:   slots,
 		NewCall: func(int64, int) keys { return nil },
-		Add:     func(c keys, _ *sluice.Policy, key string, _ int64) keys { return append(c, key) },
 		Run: func(ctx context.Context, c keys) ([]int, error) {
 			n := inFlight.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -204,7 +202,7 @@ func TestSlotsBoundCallsInFlight(t *testing.T) {
 	for c := range 32 {
 		wg.Go(func() {
 			for range 10 {
-				if _, _, err := b.Check(context.Background(), 0, p, fmt.Sprint("k", c), 1); err != nil {
+				if _, _, err := check(b, context.Background(), fmt.Sprint("k", c)); err != nil {
 					t.Error(err)
 				}
 			}
@@ -220,7 +218,7 @@ func TestLoneCheckRunsAtOnce(t *testing.T) {
 	f := &fake{}
 	b := f.batcher(32, 2)
 	for range 10 {
-		if _, _, err := b.Check(context.Background(), 0, p, "k", 1); err != nil {
+		if _, _, err := check(b, context.Background(), "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,7 +234,7 @@ func TestBatchGivesUpWithItsFirstCaller(t *testing.T) {
 	// Hold the only slot with a call that waits at the gate.
 	held := make(chan struct{})
 	go func() {
-		b.Check(context.Background(), 0, p, "holder", 1)
+		check(b, context.Background(), "holder")
 		close(held)
 	}()
 	for f.runs.Load() == 0 {
@@ -247,9 +245,9 @@ func TestBatchGivesUpWithItsFirstCaller(t *testing.T) {
 	long, cancelLong := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelLong()
 	errs := make(chan error, 2)
-	go func() { _, _, err := b.Check(short, 0, p, "short", 1); errs <- err }()
+	go func() { _, _, err := check(b, short, "short"); errs <- err }()
 	time.Sleep(5 * time.Millisecond)
-	go func() { _, _, err := b.Check(long, 0, p, "long", 1); errs <- err }()
+	go func() { _, _, err := check(b, long, "long"); errs <- err }()
 	for range 2 {
 		if err := <-errs; !errors.Is(err, sluice.ErrUnavailable) {
 			t.Errorf("error %v, want ErrUnavailable for both checks of the batch", err)
@@ -314,4 +312,9 @@ func TestManyGroupsOfOneCaller(t *testing.T) {
 			}
 		})
 	}
+}
+
+// check decides one check of key, a group of one step, in a batch of b.
+func check(b *batch.Batcher[keys, int], ctx context.Context, key string) ([]int, int, error) {
+	return b.Group(ctx, 0, 1, p, key, func(c keys) keys { return append(c, key) })
 }
