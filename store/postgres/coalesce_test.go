@@ -260,19 +260,7 @@ func TestBatchedReadsTakeNoWritersSlot(t *testing.T) {
 			cfg.InFlight = 1
 			s, pool, q := newStore(t, cfg)
 			ctx := context.Background()
-			p := sluice.MustPolicy("slot", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 1}})
-			if _, err := s.Check(ctx, t0, p, "held", 1); err != nil {
-				t.Fatal(err)
-			}
-			unlock := lockRow(t, pool, q, "held")
-			first := make(chan error, 1)
-			go func() {
-				_, err := s.Check(ctx, t0, p, "held", 1)
-				first <- err
-			}()
-			for count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'", q) == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			p, unlock, first := holdWritersSlot(t, s, pool, q)
 			short, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			if d, err := s.Peek(short, t0, p, "held"); err != nil || d.Remaining != 4 {

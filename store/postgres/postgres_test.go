@@ -529,19 +529,7 @@ func TestInFlightBoundsWriters(t *testing.T) {
 	t.Parallel()
 	s, pool, q := newStore(t, pgstore.Config{InFlight: 1, BatchSize: 1})
 	ctx := context.Background()
-	p := sluice.MustPolicy("slots", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 1}})
-	if _, err := s.Check(ctx, t0, p, "held", 1); err != nil {
-		t.Fatal(err)
-	}
-	unlock := lockRow(t, pool, q, "held")
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Check(ctx, t0, p, "held", 1)
-		first <- err
-	}()
-	for count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'", q) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	p, unlock, first := holdWritersSlot(t, s, pool, q)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if _, err := s.Check(short, t0, p, "other", 1); !errors.Is(err, sluice.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
@@ -557,6 +545,28 @@ func TestInFlightBoundsWriters(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Errorf("the check that held the slot: %v", err)
 	}
+}
+
+// holdWritersSlot takes the only writers' slot of s (Config.InFlight 1) with a check of key "held"
+// waiting for its row, locked by the test: it returns the check's policy, the unlock that lets it
+// finish, and where its error arrives then.
+func holdWritersSlot(t *testing.T, s *pgstore.Store, pool *pgxpool.Pool, q string) (*sluice.Policy, func(), <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	p := sluice.MustPolicy("slots", sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 5, RefillPerSec: 1}})
+	if _, err := s.Check(ctx, t0, p, "held", 1); err != nil {
+		t.Fatal(err)
+	}
+	unlock := lockRow(t, pool, q, "held")
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Check(ctx, t0, p, "held", 1)
+		first <- err
+	}()
+	for count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'", q) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return p, unlock, first
 }
 
 // TestDeadlineWhileWaiting gives up on a check queued behind a row lock another transaction holds:
