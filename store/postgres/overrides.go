@@ -57,6 +57,12 @@ func NewOverrides(ctx context.Context, pool *pgxpool.Pool, schema string) (*Over
 	return o, nil
 }
 
+// Overrides returns the overrides backend of the store's schema, on the store's pool: the
+// backend a fleet sharing this store keeps its overrides in.
+func (s *Store) Overrides(ctx context.Context) (*Overrides, error) {
+	return NewOverrides(ctx, s.pool, s.schema)
+}
+
 // OpenOverrides connects to the database url names (as Open takes it, sluice_schema included) with
 // a pool of its own, for the overrides of that schema. Close closes the pool.
 func OpenOverrides(ctx context.Context, url string) (*Overrides, error) {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,5 +88,39 @@ func TestOverridesRows(t *testing.T) {
 		if got, err := b.Apply(ctx, overrides.Change{Op: overrides.OpExpire, Override: ref}); err != nil || got != tc.want {
 			t.Errorf("%s: expire at %d: %v, %v; want %v", tc.name, tc.at, got, err, tc.want)
 		}
+	}
+}
+
+// A store's Overrides is the backend of its schema: what one writes, an OpenOverrides of the same
+// URL reads.
+func TestStoreOverrides(t *testing.T) {
+	pool := testPool(t)
+	schema := freshSchema(t, pool)
+	s, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b, err := s.Overrides(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := overrides.Override{Policy: "api", Key: "acme", Plan: "pro", UpdatedAt: 1}
+	if _, err := b.Apply(ctx, overrides.Change{Op: overrides.OpPut, Override: o}); err != nil {
+		t.Fatal(err)
+	}
+	url := dbURL() + "?sluice_schema=" + schema
+	if strings.Contains(dbURL(), "?") {
+		url = dbURL() + "&sluice_schema=" + schema
+	}
+	other, err := pgstore.OpenOverrides(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	got, err := other.Load(ctx)
+	if err != nil || len(got) != 1 || got[0].Key != "acme" || got[0].Plan != "pro" {
+		t.Errorf("Load through the schema's URL: %+v, %v; want acme on plan pro", got, err)
 	}
 }

@@ -138,12 +138,13 @@ type Config struct {
 
 // Store is the PostgreSQL sluice.Store. It is safe for concurrent use.
 type Store struct {
-	pool  *pgxpool.Pool
-	owns  bool // Close closes the pool: it came from Open
-	sql   statements
-	round int64 // idle_at rounding, ms
-	grace int64 // sweep grace, ms
-	batch int
+	pool   *pgxpool.Pool
+	owns   bool   // Close closes the pool: it came from Open
+	schema string // where the tables are (Config.Schema)
+	sql    statements
+	round  int64 // idle_at rounding, ms
+	grace  int64 // sweep grace, ms
+	batch  int
 
 	// given is the latest explicit instant a caller passed, 0 if none: the sweep judges rows idle
 	// at no later instant, so a replay running behind the clock keeps its rows.
@@ -233,12 +234,13 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 		return nil, err
 	}
 	s := &Store{
-		pool:  pool,
-		sql:   newStatements(schema),
-		round: orDefault(cfg.IdleRounding, time.Minute).Milliseconds(),
-		grace: max(orDefault(cfg.SweepGrace, time.Minute), time.Second).Milliseconds(),
-		batch: cfg.SweepBatch,
-		done:  make(chan struct{}),
+		pool:   pool,
+		schema: schema,
+		sql:    newStatements(schema),
+		round:  orDefault(cfg.IdleRounding, time.Minute).Milliseconds(),
+		grace:  max(orDefault(cfg.SweepGrace, time.Minute), time.Second).Milliseconds(),
+		batch:  cfg.SweepBatch,
+		done:   make(chan struct{}),
 	}
 	if s.round < 0 {
 		s.round = 0
