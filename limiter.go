@@ -237,8 +237,8 @@ type Item struct {
 // Use it for several rules guarding one request, such as a per-IP and a per-account login limit: a
 // request the account limit denies spends nothing of the IP's budget.
 //
-// One item is decided by the store's Check, as alike as CheckAll would and batched with
-// concurrent checks on a shared store; the result is the same Combine of one decision.
+// One item is decided by the store's Check, which decides it as CheckAll would; the result is the
+// same Combine of one decision.
 func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error) {
 	if len(items) == 0 {
 		return Decision{}, invalid("items", "at least one item is needed")
@@ -258,8 +258,8 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 	}
 	out := make([]Decision, len(items))
 	if len(items) == 1 {
-		// One item is a Check, which decides alike and which the shared stores coalesce with
-		// concurrent callers' checks: a one-rule request costs the store what a Check does.
+		// One item is a Check, which decides alike (storetest.OneItemCheckAll) and takes the
+		// store's path for one key: the memory store's lock-free one, where its CheckAll locks.
 		d, err := l.store.Check(ctx, NowFrom(ctx), ps[0], items[0].Key, items[0].Cost)
 		if err != nil {
 			return Decision{}, err

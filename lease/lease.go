@@ -223,7 +223,6 @@ type table struct {
 	info atomic.Pointer[info]
 }
 
-// named is a table found by the address of its policy's name (see Leaser.table).
 // info is what a Leaser needs to know about one definition of a policy.
 type info struct {
 	policy     *sluice.Policy

@@ -11,9 +11,9 @@ import (
 // gcFloor is the least the heap may grow by between two collections in sluice serve, when the
 // environment sets neither GOGC nor GOMEMLIMIT. With Go's default (the heap may double), a
 // service whose live heap is a few MB collects many times a second under load, each collection
-// shrinking the stacks of the goroutines serving calls, which then grow them again: about a third
-// of the CPU a call costs on the Envoy path (docs/benchmarks.md, "Service path"). A large heap
-// (the embedded store holding many keys) doubles as before.
+// shrinking the stacks of the goroutines serving calls, which then grow them again (measured in
+// docs/benchmarks.md, "Service path"). A large heap (the embedded store holding many keys) doubles
+// as before.
 const gcFloor = 64 << 20
 
 var startGCFloor = sync.OnceFunc(func() {

@@ -276,8 +276,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, erro
 
 // newBatcher returns the batcher of operation o: it joins concurrent callers' groups of o into
 // calls of at most size groups, at most lanes calls at once, each holding a writers' slot while it
-// runs if o writes. Callers join with Groups (see do), which takes the steps to add: Config.Add,
-// used by Batcher.Check alone, is left unset.
+// runs if o writes. Callers join with Groups (see do), which takes the steps to add.
 func (s *Store) newBatcher(o op, size, lanes int) *batch.Batcher[*call, float64] {
 	cfg := batch.Config[*call, float64]{
 		Max:     size,
