@@ -47,26 +47,11 @@ func NewOverrides(client rueidis.Client, prefix string) *Overrides {
 // Overrides returns the overrides backend of the store's client and prefix.
 func (s *Store) Overrides() *Overrides { return NewOverrides(s.client, s.prefix) }
 
-// The scripts: KEYS[1] the hash; ARGV[1] the field, ARGV[2] the channel, ARGV[3] the message.
+// The scripts, lua/overrides.lua's: each writes the hash and publishes the change.
 var (
-	// ARGV[4]: the override's JSON. Replies 1 if the field was new.
-	putOverride = rueidis.NewLuaScript(`local n = redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return n`)
-	// Replies 1 if the field was there.
-	deleteOverride = rueidis.NewLuaScript(`local n = redis.call('HDEL', KEYS[1], ARGV[1])
-if n == 1 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
-return n`)
-	// ARGV[4]: the instant. Deletes the override if it expired by then; replies 1 if it did.
-	expireOverride = rueidis.NewLuaScript(`local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v then return 0 end
-local ok, o = pcall(cjson.decode, v)
-if not ok or type(o) ~= 'table' then return 0 end
-local at = tonumber(o['expiresAt'])
-if not at or at <= 0 or at > tonumber(ARGV[4]) then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1`)
+	putOverride    = rueidis.NewLuaScript(assemble("", "overrides.put"))
+	deleteOverride = rueidis.NewLuaScript(assemble("", "overrides.delete"))
+	expireOverride = rueidis.NewLuaScript(assemble("", "overrides.expire"))
 )
 
 func field(policy, key string) string { return policy + " " + key }
