@@ -317,3 +317,25 @@ func InvalidCases() []InvalidCase {
 		{"too big as JSON", overrides.Override{Policy: "api", Key: string(make([]byte, 1024)), Plan: "pro", Reason: string(make([]byte, 1024))}, "key"},
 	}
 }
+
+// ExpireByInstant puts o with ExpiresAt 1000 through b, then checks that an OpExpire deletes it only
+// at an instant at or past its expiry, and reports whether it did: not at 999, at 1000, and not
+// again at 2000 (it is gone).
+func ExpireByInstant(t *testing.T, b overrides.Backend, o overrides.Override) {
+	t.Helper()
+	ctx := context.Background()
+	o.ExpiresAt = 1000
+	if _, err := b.Apply(ctx, overrides.Change{Op: overrides.OpPut, Override: o}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		at   int64
+		want bool
+	}{{"before expiry", 999, false}, {"at expiry", 1000, true}, {"gone", 2000, false}} {
+		ref := overrides.Override{Policy: o.Policy, Key: o.Key, ExpiresAt: tc.at}
+		if got, err := b.Apply(ctx, overrides.Change{Op: overrides.OpExpire, Override: ref}); err != nil || got != tc.want {
+			t.Errorf("%s: expire at %d: %v, %v; want %v", tc.name, tc.at, got, err, tc.want)
+		}
+	}
+}

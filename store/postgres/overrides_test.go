@@ -79,16 +79,7 @@ func TestOverridesRows(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Key != o.Key {
 		t.Fatalf("Load: %+v, %v", list, err)
 	}
-	for _, tc := range []struct {
-		name string
-		at   int64
-		want bool
-	}{{"before expiry", 999, false}, {"at expiry", 1000, true}, {"gone", 2000, false}} {
-		ref := overrides.Override{Policy: "api", Key: o.Key, ExpiresAt: tc.at}
-		if got, err := b.Apply(ctx, overrides.Change{Op: overrides.OpExpire, Override: ref}); err != nil || got != tc.want {
-			t.Errorf("%s: expire at %d: %v, %v; want %v", tc.name, tc.at, got, err, tc.want)
-		}
-	}
+	overridestest.ExpireByInstant(t, b, o)
 }
 
 // A store's Overrides is the backend of its schema: what one writes, an OpenOverrides of the same

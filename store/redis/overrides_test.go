@@ -91,21 +91,7 @@ func TestOverridesLayout(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Key != o.Key {
 		t.Errorf("Load: %+v, %v", list, err)
 	}
-	// expire deletes only an override expired by the instant given.
-	o.ExpiresAt = 1000
-	if _, err := b.Apply(ctx, overrides.Change{Op: overrides.OpPut, Override: o}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		at   int64
-		want bool
-	}{{"before expiry", 999, false}, {"at expiry", 1000, true}, {"gone", 2000, false}} {
-		ref := overrides.Override{Policy: "api", Key: o.Key, ExpiresAt: tc.at}
-		if got, err := b.Apply(ctx, overrides.Change{Op: overrides.OpExpire, Override: ref}); err != nil || got != tc.want {
-			t.Errorf("%s: expire at %d: %v, %v; want %v", tc.name, tc.at, got, err, tc.want)
-		}
-	}
+	overridestest.ExpireByInstant(t, b, o)
 }
 
 // TestOverridesRedisDown: a backend whose Redis does not answer fails New, rather than making a
