@@ -31,6 +31,13 @@ type Decision struct {
 	// service sets it (the library has no fail mode), and a client of one that admits on its own
 	// when the service cannot answer.
 	FailOpen bool `json:"failOpen,omitempty"`
+	// Override reports that the key has an override of its own (a Resolver's, such as package
+	// overrides'): its plan or its own limits applied instead of the policy as configured.
+	Override bool `json:"override,omitempty"`
+	// Plan names the plan the key was checked under (Policy.Plan): the policy's default plan, or
+	// the one its override assigns; "" for a policy without plans and for limits of an override's
+	// own. On CheckAll, each part says its own; the whole says none.
+	Plan string `json:"plan,omitempty"`
 }
 
 // RetryAfter is RetryAfterMs as a time.Duration.

@@ -19,7 +19,19 @@ type Limiter struct {
 	store    Store
 	verdicts VerdictStore // store, if it implements VerdictStore
 	reg      atomic.Pointer[registry]
-	mu       sync.Mutex // serializes SetPolicies
+	resolver atomic.Pointer[Resolver] // nil: every key takes its policy as named
+	mu       sync.Mutex               // serializes SetPolicies
+}
+
+// Resolver picks, key by key, the policy a check applies instead of the one it names: a tenant's
+// plan, or limits of a key's own (package overrides' Table is one). It is asked on every call that
+// names a key, so it must answer from memory, fast, and be safe for concurrent use.
+type Resolver interface {
+	// Resolve returns the policy that applies to key under the policy named policy at now (epoch
+	// ms; 0 means the resolver's own clock), or nil when the policy as named applies. A policy it
+	// returns must have that name: the store keeps a key's state by the policy's name, so the
+	// key's state carries over whichever applies (docs/semantics.md, section 9).
+	Resolve(policy, key string, now int64) *Policy
 }
 
 // registry is a snapshot of the policies, swapped whole on SetPolicies.
@@ -43,8 +55,7 @@ func (r *registry) find(name string) (*entry, bool) {
 
 type entry struct {
 	policy *Policy
-	limit  int64     // the ceiling of a policy of one limit; 0 for a composite policy
-	_      [112]byte // keeps the counts off the lines every check reads policy and limit from
+	_      [120]byte // keeps the counts off the line every check reads policy from
 	// counts are striped so that concurrent checks of one policy do not all write one cache line:
 	// a check counts in the stripe of its goroutine's stack address, and concurrent checks run on
 	// different stacks, which start at 2 KiB, often side by side (see stripeOf).
@@ -88,9 +99,6 @@ func (l *Limiter) SetPolicies(policies ...*Policy) error {
 			return invalid("policies", "duplicate policy %q", p.name)
 		}
 		e := &entry{policy: p}
-		if len(p.limits) == 1 {
-			e.limit = int64(p.limits[0].Strategy.Ceiling())
-		}
 		if old != nil {
 			if prev, ok := old.byName[p.name]; ok && prev.policy.Equal(p) {
 				e = prev
@@ -100,6 +108,38 @@ func (l *Limiter) SetPolicies(policies ...*Policy) error {
 	}
 	l.reg.Store(next)
 	return nil
+}
+
+// SetResolver has every later call resolve its key's policy with r, and report in its Decision
+// which applied (Plan, Override); nil resolves none. A key's policy is resolved once per call, and
+// the call is decided under it alone: a decision never mixes two definitions.
+func (l *Limiter) SetResolver(r Resolver) {
+	if r == nil {
+		l.resolver.Store(nil)
+		return
+	}
+	l.resolver.Store(&r)
+}
+
+// Applied returns the policy a check of key under the policy named policy would apply at now
+// (epoch ms, 0 for the resolver's clock), and whether an override (the Resolver) chose it.
+func (l *Limiter) Applied(policy, key string, now int64) (p *Policy, override bool, err error) {
+	e, err := l.entry(policy)
+	if err != nil {
+		return nil, false, err
+	}
+	p, override = l.apply(e, key, now)
+	return p, override, nil
+}
+
+// apply is the policy that applies to key under e's, and whether the Resolver chose it.
+func (l *Limiter) apply(e *entry, key string, now int64) (*Policy, bool) {
+	if r := l.resolver.Load(); r != nil {
+		if p := (*r).Resolve(e.policy.name, key, now); p != nil {
+			return p, true
+		}
+	}
+	return e.policy, false
 }
 
 // Policy returns the policy named name.
@@ -141,7 +181,12 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 	if !ok || !l.direct(e, key, cost) {
 		return l.check(ctx, policy, key, cost)
 	}
-	v, err := l.verdicts.CheckVerdict(ctx, NowFrom(ctx), e.policy, key, cost)
+	now := NowFrom(ctx)
+	p, over := l.apply(e, key, now)
+	if over && !l.direct1(p, cost) {
+		return l.check(ctx, policy, key, cost)
+	}
+	v, err := l.verdicts.CheckVerdict(ctx, now, p, key, cost)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -150,8 +195,8 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 	if v.Allowed {
 		deniedBy = -1
 	}
-	// v.Decision(e.limit), spelled out: the inlined call costs one more copy of the Decision.
-	return Decision{Allowed: v.Allowed, Limit: e.limit, Remaining: v.Remaining, ResetAt: v.ResetAt, RetryAfterMs: v.RetryAfterMs, DeniedBy: deniedBy}, nil
+	// v.Decision(p.ceiling), spelled out: the inlined call costs one more copy of the Decision.
+	return Decision{Allowed: v.Allowed, Limit: p.ceiling, Remaining: v.Remaining, ResetAt: v.ResetAt, RetryAfterMs: v.RetryAfterMs, DeniedBy: deniedBy, Override: over, Plan: p.plan}, nil
 }
 
 // CheckVerdict is Check for a caller that needs only the Verdict: whether the cost was admitted,
@@ -163,63 +208,128 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, cost int64) (De
 // composite policy the Verdict is the binding limit's, as Check reports it.
 func (l *Limiter) CheckVerdict(ctx context.Context, policy, key string, cost int64) (Verdict, error) {
 	e, ok := l.reg.Load().find(policy)
-	if !ok || !l.direct(e, key, cost) {
-		d, err := l.check(ctx, policy, key, cost)
-		return Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}, err
+	if ok && l.direct(e, key, cost) {
+		now := NowFrom(ctx)
+		if p, over := l.apply(e, key, now); !over || l.direct1(p, cost) {
+			v, err := l.verdicts.CheckVerdict(ctx, now, p, key, cost)
+			if err != nil {
+				return Verdict{}, err
+			}
+			e.count(v.Allowed)
+			return v, nil
+		}
 	}
-	v, err := l.verdicts.CheckVerdict(ctx, NowFrom(ctx), e.policy, key, cost)
-	if err != nil {
-		return Verdict{}, err
-	}
-	e.count(v.Allowed)
-	return v, nil
+	d, err := l.check(ctx, policy, key, cost)
+	return Verdict{Allowed: d.Allowed, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs}, err
 }
 
 // direct reports whether a check of the policy of e can take the fast path: it is valid, the policy
 // has one limit, and the store decides in Verdicts. Anything else goes through check.
 func (l *Limiter) direct(e *entry, key string, cost int64) bool {
-	return e.limit != 0 && l.verdicts != nil && cost >= 1 && cost <= e.policy.maxCost && key != "" && len(key) <= MaxKeyLen
+	return e.policy.ceiling != 0 && l.verdicts != nil && cost >= 1 && cost <= e.policy.maxCost && key != "" && len(key) <= MaxKeyLen
+}
+
+// direct1 is direct for the policy an override applies, once key and store have passed direct.
+func (l *Limiter) direct1(p *Policy, cost int64) bool {
+	return p.ceiling != 0 && cost <= p.maxCost
 }
 
 // check is Check for everything but its fast path: bad input, composite policies, and stores that
 // do not decide in Verdicts.
 func (l *Limiter) check(ctx context.Context, policy, key string, cost int64) (Decision, error) {
-	e, err := l.lookup(policy, key, cost)
+	now := NowFrom(ctx)
+	e, p, over, err := l.lookup(policy, key, cost, now)
 	if err != nil {
 		return Decision{}, err
 	}
-	d, err := l.store.Check(ctx, NowFrom(ctx), e.policy, key, cost)
+	d, err := l.store.Check(ctx, now, p, key, cost)
 	if err != nil {
 		return Decision{}, err
 	}
 	e.count(d.Allowed)
+	d.Override, d.Plan = over, p.plan
 	return d, nil
 }
 
 // CheckMany checks each key independently under the named policy, all at one instant, and returns
-// one decision per key.
+// one decision per key. Keys whose Resolver gives them policies of their own are decided in one
+// store call per policy that applies.
 func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, cost int64) ([]Decision, error) {
 	e, err := l.entry(policy)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCost(e.policy, cost); err != nil {
-		return nil, err
-	}
+	now := NowFrom(ctx)
+	var applied []*Policy // the policy of each key; nil while every key takes e.policy
 	for i, k := range keys {
 		if err := checkKey(k); err != nil {
 			err.Field = fmt.Sprintf("keys[%d]", i)
 			return nil, err
 		}
+		if p, over := l.apply(e, k, now); over {
+			if applied == nil {
+				applied = make([]*Policy, len(keys))
+				for j := range i {
+					applied[j] = e.policy
+				}
+			}
+			applied[i] = p
+		} else if applied != nil {
+			applied[i] = e.policy
+		}
 	}
 	out := make([]Decision, len(keys))
-	if err := l.store.CheckMany(ctx, NowFrom(ctx), e.policy, keys, cost, out); err != nil {
+	if applied == nil {
+		if err := checkCost(e.policy, cost); err != nil {
+			return nil, err
+		}
+		if err := l.store.CheckMany(ctx, now, e.policy, keys, cost, out); err != nil {
+			return nil, err
+		}
+	} else if err := l.checkEach(ctx, now, e.policy, applied, keys, cost, out); err != nil {
 		return nil, err
 	}
-	for _, d := range out {
-		e.count(d.Allowed)
+	for i := range out {
+		e.count(out[i].Allowed)
+		if applied == nil {
+			out[i].Plan = e.policy.plan
+		} else {
+			out[i].Override, out[i].Plan = applied[i] != e.policy, applied[i].plan
+		}
 	}
 	return out, nil
+}
+
+// checkEach is CheckMany's store calls when keys take different policies: one call per policy,
+// in the order the policies first appear, each with its keys.
+func (l *Limiter) checkEach(ctx context.Context, now int64, named *Policy, applied []*Policy, keys []string, cost int64, out []Decision) error {
+	done := make([]bool, len(keys))
+	for i, p := range applied {
+		if done[i] {
+			continue
+		}
+		if err := checkCost(p, cost); err != nil {
+			if p != named {
+				err.Reason += fmt.Sprintf(" under the override of keys[%d]", i)
+			}
+			return err
+		}
+		var idx []int
+		var ks []string
+		for j := i; j < len(keys); j++ {
+			if !done[j] && applied[j] == p {
+				idx, ks, done[j] = append(idx, j), append(ks, keys[j]), true
+			}
+		}
+		part := make([]Decision, len(ks))
+		if err := l.store.CheckMany(ctx, now, p, ks, cost, part); err != nil {
+			return err
+		}
+		for n, j := range idx {
+			out[j] = part[n]
+		}
+	}
+	return nil
 }
 
 // Item is one (policy, key, cost) check of CheckAll: the policy by name. A Store's CheckAll gets
@@ -243,30 +353,34 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 	if len(items) == 0 {
 		return Decision{}, invalid("items", "at least one item is needed")
 	}
+	now := NowFrom(ctx)
 	ps := make([]*Policy, len(items))
 	entries := make([]*entry, len(items))
+	overs := make([]bool, len(items))
 	for i, it := range items {
-		e, err := l.lookup(it.Policy, it.Key, it.Cost)
+		e, p, over, err := l.lookup(it.Policy, it.Key, it.Cost, now)
 		if err != nil {
 			if ie, ok := err.(*InvalidError); ok {
 				err = &InvalidError{Field: fmt.Sprintf("items[%d].%s", i, ie.Field), Reason: ie.Reason}
 			}
 			return Decision{}, err
 		}
-		entries[i] = e
-		ps[i] = e.policy
+		entries[i], ps[i], overs[i] = e, p, over
 	}
 	out := make([]Decision, len(items))
 	if len(items) == 1 {
 		// One item is a Check, which decides alike (storetest.OneItemCheckAll) and takes the
 		// store's path for one key: the memory store's lock-free one, where its CheckAll locks.
-		d, err := l.store.Check(ctx, NowFrom(ctx), ps[0], items[0].Key, items[0].Cost)
+		d, err := l.store.Check(ctx, now, ps[0], items[0].Key, items[0].Cost)
 		if err != nil {
 			return Decision{}, err
 		}
 		out[0] = d
-	} else if err := l.store.CheckAll(ctx, NowFrom(ctx), ps, items, out); err != nil {
+	} else if err := l.store.CheckAll(ctx, now, ps, items, out); err != nil {
 		return Decision{}, err
+	}
+	for i := range out {
+		out[i].Override, out[i].Plan = overs[i], ps[i].plan
 	}
 	d := Combine(out)
 	for _, e := range entries {
@@ -278,20 +392,24 @@ func (l *Limiter) CheckAll(ctx context.Context, items ...Item) (Decision, error)
 // Peek reports key's state under the named policy without consuming anything: Allowed says whether
 // a check of cost 1 would pass now, and Remaining is what is left now.
 func (l *Limiter) Peek(ctx context.Context, policy, key string) (Decision, error) {
-	e, err := l.lookup(policy, key, 1)
+	now := NowFrom(ctx)
+	_, p, over, err := l.lookup(policy, key, 1, now)
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.store.Peek(ctx, NowFrom(ctx), e.policy, key)
+	d, err := l.store.Peek(ctx, now, p, key)
+	d.Override, d.Plan = over, p.plan
+	return d, err
 }
 
 // Forecast projects key's capacity for checks of cost without consuming anything.
 func (l *Limiter) Forecast(ctx context.Context, policy, key string, cost int64) (Forecast, error) {
-	e, err := l.lookup(policy, key, cost)
+	now := NowFrom(ctx)
+	_, p, _, err := l.lookup(policy, key, cost, now)
 	if err != nil {
 		return Forecast{}, err
 	}
-	return l.store.Forecast(ctx, NowFrom(ctx), e.policy, key, cost)
+	return l.store.Forecast(ctx, now, p, key, cost)
 }
 
 // Refund gives cost units back to key under the named policy, to the limits that count cost (a
@@ -308,16 +426,18 @@ func (l *Limiter) Refund(ctx context.Context, policy, key string, cost int64) er
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	return l.store.Refund(ctx, NowFrom(ctx), e.policy, key, cost)
+	now := NowFrom(ctx)
+	p, _ := l.apply(e, key, now)
+	return l.store.Refund(ctx, now, p, key, cost)
 }
 
 // Reset forgets key under the named policy: its next check starts from a full budget.
 func (l *Limiter) Reset(ctx context.Context, policy, key string) error {
-	e, err := l.lookup(policy, key, 1)
+	_, p, _, err := l.lookup(policy, key, 1, NowFrom(ctx))
 	if err != nil {
 		return err
 	}
-	return l.store.Reset(ctx, e.policy, key)
+	return l.store.Reset(ctx, p, key)
 }
 
 func (l *Limiter) entry(policy string) (*entry, error) {
@@ -328,19 +448,24 @@ func (l *Limiter) entry(policy string) (*entry, error) {
 	return e, nil
 }
 
-// lookup resolves policy and validates key and cost, the work every check starts with.
-func (l *Limiter) lookup(policy, key string, cost int64) (*entry, error) {
+// lookup resolves policy, and the policy that applies to key at now, and validates key and cost
+// against it: the work every check starts with.
+func (l *Limiter) lookup(policy, key string, cost int64, now int64) (*entry, *Policy, bool, error) {
 	e, ok := l.reg.Load().find(policy)
-	if ok && cost >= 1 && cost <= e.policy.maxCost && key != "" && len(key) <= MaxKeyLen {
-		return e, nil
-	}
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, policy)
+		return nil, nil, false, fmt.Errorf("%w %q", ErrUnknownPolicy, policy)
 	}
-	if err := checkCost(e.policy, cost); err != nil {
-		return nil, err
+	if err := checkKey(key); err != nil {
+		return nil, nil, false, err
 	}
-	return nil, checkKey(key)
+	p, over := l.apply(e, key, now)
+	if err := checkCost(p, cost); err != nil {
+		if over {
+			err.Reason += " under the override of key " + fmt.Sprintf("%q", key)
+		}
+		return nil, nil, false, err
+	}
+	return e, p, over, nil
 }
 
 func (e *entry) count(allowed bool) {

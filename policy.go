@@ -221,8 +221,10 @@ type Limit struct {
 // A Policy is immutable and safe for concurrent use. Build one with NewPolicy.
 type Policy struct {
 	name    string
+	plan    string
 	limits  []Limit
 	maxCost int64
+	ceiling int64 // the ceiling of a policy of one limit, as Decision.Limit reports it; 0 for several
 }
 
 // NewPolicy validates and builds a policy. The name may hold letters, digits and "-_.:/" (at most
@@ -251,6 +253,9 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		if l.Unit == UnitCost {
 			p.maxCost = min(p.maxCost, int64(l.Strategy.Ceiling()))
 		}
+	}
+	if len(p.limits) == 1 {
+		p.ceiling = int64(p.limits[0].Strategy.Ceiling())
 	}
 	return p, nil
 }
@@ -295,6 +300,19 @@ func MustPolicy(name string, limits ...Limit) *Policy {
 // Name is the policy's name.
 func (p *Policy) Name() string { return p.name }
 
+// Plan names the plan p is, of the policy named Name: "" for a policy without plans. Decisions
+// under p report it (Decision.Plan).
+func (p *Policy) Plan() string { return p.plan }
+
+// WithPlan returns a copy of p that is the plan named plan of its policy: the same name and
+// limits, so a key's state is the same whatever plan applies to it, labelled so that decisions say
+// which plan applied. The config file's plans are built so; a Resolver hands them out per key.
+func (p *Policy) WithPlan(plan string) *Policy {
+	q := *p
+	q.plan = plan
+	return &q
+}
+
 // Limits returns the policy's limits. The caller must not modify the slice.
 func (p *Policy) Limits() []Limit { return p.limits }
 
@@ -302,10 +320,10 @@ func (p *Policy) Limits() []Limit { return p.limits }
 // limits that count cost.
 func (p *Policy) MaxCost() int64 { return p.maxCost }
 
-// Equal reports whether p and q have the same name and the same limits, so that state kept for
-// one serves the other.
+// Equal reports whether p and q have the same name, plan and limits, so that state kept for one
+// serves the other.
 func (p *Policy) Equal(q *Policy) bool {
-	return p == q || p != nil && q != nil && p.name == q.name && slices.Equal(p.limits, q.limits)
+	return p == q || p != nil && q != nil && p.name == q.name && p.plan == q.plan && slices.Equal(p.limits, q.limits)
 }
 
 // Cost is the cost that limit i of p counts for a check of cost.

@@ -19,7 +19,9 @@ func (l *Limiter) Debit(ctx context.Context, policy, key string, cost int64) err
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	return l.store.Debit(ctx, NowFrom(ctx), e.policy, key, cost)
+	now := NowFrom(ctx)
+	p, _ := l.apply(e, key, now)
+	return l.store.Debit(ctx, now, p, key, cost)
 }
 
 // Settle ends a reservation: a Check of reserved units taken before work whose real cost was

@@ -111,10 +111,24 @@ type Config struct {
 	// RequireStore makes sluice serve exit when the store cannot answer at start, instead of
 	// serving (not ready) until it does. Read at start only.
 	RequireStore bool
+	// Overrides says where the per-key overrides (package overrides) are kept on the embedded
+	// store, and how often a shared store's are reloaded whole. Read at start only.
+	Overrides Overrides
 	// Network holds the listeners' timeouts, connection caps, allowed hosts and trusted proxies.
 	Network
 
 	maxKeysSet bool // the file set maxKeys, which only the embedded store reads
+}
+
+// Overrides configures the per-key overrides. On Redis and PostgreSQL they live in the store and
+// every change is pushed to every process; on the embedded store they live in the process.
+type Overrides struct {
+	// File keeps the embedded store's overrides across restarts, rewritten on every change; ""
+	// keeps them in memory only. A shared store keeps its own (a warning).
+	File string
+	// Refresh is how often a process reloads every override from a shared store, the safety net
+	// under the pushed changes; 0 means 30 seconds.
+	Refresh time.Duration
 }
 
 // Streams configures stream mode: the store of its log and outputs, and its queries.
@@ -190,7 +204,13 @@ type file struct {
 	MaxSlotLimit *int64               `yaml:"maxSlotLimit"`
 	MaxSettle    *int64               `yaml:"maxSettle"`
 	RequireStore yaml.Node            `yaml:"requireStore"`
+	Overrides    *rawOverrides        `yaml:"overrides"`
 	rawNetwork   `yaml:",inline"`
+}
+
+type rawOverrides struct {
+	File    string `yaml:"file"`
+	Refresh string `yaml:"refresh"`
 }
 
 type rawStreams struct {
@@ -285,6 +305,16 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c.RequireStore = required
+	if ro := f.Overrides; ro != nil {
+		c.Overrides.File = ro.File
+		if ro.Refresh != "" {
+			d, err := time.ParseDuration(ro.Refresh)
+			if err != nil || d < time.Second {
+				return nil, fail("overrides.refresh", "must be a duration of at least 1s such as 30s, got %q", ro.Refresh)
+			}
+			c.Overrides.Refresh = d
+		}
+	}
 	if err := c.network(f.rawNetwork); err != nil {
 		return nil, err
 	}
@@ -421,8 +451,13 @@ func (c *Config) Warnings() []string {
 				out = append(out, fmt.Sprintf("policies.%s.lease: does nothing on the embedded store (memory), where every check is already local; it applies over redis or postgres", p.Name()))
 			}
 		}
-	} else if c.maxKeysSet {
-		out = append(out, fmt.Sprintf("maxKeys: does nothing on store %s; it caps the embedded store (memory) only", RedactURL(c.Store)))
+	} else {
+		if c.maxKeysSet {
+			out = append(out, fmt.Sprintf("maxKeys: does nothing on store %s; it caps the embedded store (memory) only", RedactURL(c.Store)))
+		}
+		if c.Overrides.File != "" {
+			out = append(out, fmt.Sprintf("overrides.file: does nothing on store %s, which keeps the overrides itself; it applies to the embedded store (memory)", RedactURL(c.Store)))
+		}
 	}
 	return out
 }
@@ -516,7 +551,7 @@ func buildPlans(path, name string, rp rawPolicy) (map[string]*sluice.Policy, err
 		if err != nil {
 			return nil, err
 		}
-		plans[plan] = p
+		plans[plan] = p.WithPlan(plan)
 	}
 	return plans, nil
 }
@@ -833,7 +868,7 @@ func globCheck(pattern string) (string, error) {
 
 // Keys a file may hold, by level: checkKeys names an unknown one by its path.
 var (
-	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle", "requireStore"}
+	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle", "requireStore", "overrides"}
 	streamsKeys = []string{"store", "queries"}
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
@@ -853,6 +888,11 @@ func checkKeys(doc *yaml.Node) error {
 	}
 	if err := checkStreamsKeys(valueOf(root, "streams")); err != nil {
 		return err
+	}
+	if o := valueOf(root, "overrides"); o != nil {
+		if err := keysIn(o, "overrides.", []string{"file", "refresh"}); err != nil {
+			return err
+		}
 	}
 	policies := valueOf(root, "policies")
 	if policies == nil || policies.Kind != yaml.MappingNode {

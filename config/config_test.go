@@ -178,6 +178,9 @@ func TestErrors(t *testing.T) {
 		{"storeTimeout without a unit", "storeTimeout: 50", "storeTimeout", `must be a positive duration such as 50ms, got "50"`},
 		{"storeTimeout negative", "storeTimeout: -1s", "storeTimeout", "positive duration"},
 		{"storeTimeout zero", "storeTimeout: 0s", "storeTimeout", "positive duration"},
+		{"overrides refresh without a unit", "overrides: {refresh: 30}", "overrides.refresh", `at least 1s such as 30s, got "30"`},
+		{"overrides refresh too short", "overrides: {refresh: 10ms}", "overrides.refresh", "at least 1s"},
+		{"overrides unknown field", "overrides: {files: a}", `overrides."files"`, `did you mean "file"?`},
 		{"policy failMode", "policies:\n  a: {failMode: sometimes, strategy: fixedWindow, limit: 1, window: 1s}", "policies.a.failMode", `got "sometimes"`},
 		{"refillPerSec of a composite", "policies:\n  gpt-4o:\n    limits:\n      - {strategy: fixedWindow, limit: 2, window: 1m}\n      - {strategy: tokenBucket, capacity: 1000, refillPerSec: -1}",
 			"policies.gpt-4o.limits[1].refillPerSec", "must be above 0"},
@@ -279,6 +282,9 @@ func TestWarnings(t *testing.T) {
 		{name: "maxKeys on redis", yaml: "store: redis://u:pw@h:6379\nmaxKeys: 10\n", want: []string{
 			"maxKeys: does nothing on store redis://u:xxxxx@h:6379"}},
 		{name: "maxKeys on memory", yaml: "maxKeys: 10\n"},
+		{name: "overrides file on postgres", yaml: "store: postgres://h/db\noverrides: {file: o.json}\n", want: []string{
+			"overrides.file: does nothing on store postgres://h/db"}},
+		{name: "overrides file on memory", yaml: "overrides: {file: o.json, refresh: 1m}\n"},
 		{name: "nothing set", yaml: "store: memory://\n"},
 	}
 	for _, tt := range tests {

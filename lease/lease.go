@@ -261,8 +261,10 @@ type lease struct {
 	low      int64 // a check that leaves fewer units asks for the next lease ahead; 0: never
 	start    int64 // units when it was published
 	info     *info
-	ended    bool  // its units were taken away: spent by a check, returned or dropped
-	left     int64 // units it held when it ended
+	ended    bool   // its units were taken away: spent by a check, returned or dropped
+	left     int64  // units it held when it ended
+	plan     string // the Plan and Override of the decision that granted it, which its own repeat
+	override bool
 	// beside is what a decision answered from this lease adds to its units: what the store had
 	// left when this process last took a lease of the key, plus the units of the lease taken ahead.
 	// Set when the lease is taken, and again when the next one is taken ahead; read by every check,
@@ -285,7 +287,7 @@ type renewal struct {
 
 // decision answers a check that left units in ls.
 func (ls *lease) decision(units int64) sluice.Decision {
-	return sluice.Decision{Allowed: true, Limit: ls.limit, Remaining: ls.beside.Load() + units, ResetAt: ls.resetAt, DeniedBy: -1}
+	return sluice.Decision{Allowed: true, Limit: ls.limit, Remaining: ls.beside.Load() + units, ResetAt: ls.resetAt, DeniedBy: -1, Override: ls.override, Plan: ls.plan}
 }
 
 // New returns a Leaser over lim and starts its background goroutine.
@@ -335,6 +337,7 @@ func (l *Leaser) Check(ctx context.Context, policy, key string, cost int64) (d s
 						}
 						// Field by field: the compiler then fills the result in place.
 						d.Allowed, d.Limit, d.Remaining, d.ResetAt, d.DeniedBy = true, ls.limit, ls.beside.Load()+r-cost, ls.resetAt, -1
+						d.Override, d.Plan = ls.override, ls.plan
 						return d, nil
 					}
 				}

@@ -144,7 +144,7 @@ func (l *Leaser) take(ctx context.Context, in *info, s *slot, cost, now int64) (
 // newLease returns a lease of units granted with d at now, not yet published, for a key spending
 // rate units a second.
 func (l *Leaser) newLease(in *info, d sluice.Decision, now, units int64, rate float64) *lease {
-	ls := &lease{deadline: l.deadline(in, d, now), limit: d.Limit, resetAt: d.ResetAt, start: units, info: in}
+	ls := &lease{deadline: l.deadline(in, d, now), limit: d.Limit, resetAt: d.ResetAt, start: units, info: in, plan: d.Plan, override: d.Override}
 	ls.beside.Store(d.Remaining)
 	if units >= minAhead && l.ahead > 0 {
 		// The next lease is asked for when a share Ahead of this one is left, or earlier if the

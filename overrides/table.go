@@ -40,6 +40,10 @@ type Config struct {
 	// Now is the clock, in epoch ms, that stamps UpdatedAt and judges expiry in Set, Get, List and
 	// the refresh. nil is the system clock. (Policy takes the instant as an argument.)
 	Now func() int64
+	// Background, with a Backend, has New return at once with an empty copy, and subscribe and
+	// load in the background, trying again every second until both succeed (Loaded): for a server
+	// that must start while its store is down. Without it New fails when they fail.
+	Background bool
 }
 
 // Table is a process's copy of every override, kept up to date with its backend: the one door to
@@ -70,6 +74,7 @@ type Table struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	kick      chan struct{} // a reload is wanted now
+	loaded    chan struct{} // closed once the backend's overrides were first loaded
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -87,6 +92,7 @@ func New(cfg Config) (*Table, error) {
 		pending:  map[string]bool{},
 		interned: map[string]*sluice.Policy{},
 		kick:     make(chan struct{}, 1),
+		loaded:   make(chan struct{}),
 	}
 	if t.now == nil {
 		t.now = func() int64 { return time.Now().UnixMilli() }
@@ -109,15 +115,15 @@ func New(cfg Config) (*Table, error) {
 	t.origin = base64.RawURLEncoding.EncodeToString(id[:])
 	t.snap.Store(&snapshot{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	if t.backend != nil {
-		if err := t.backend.Watch(t.ctx, t.onChange); err != nil {
-			t.cancel()
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(t.ctx, time.Minute)
-		err := t.Reload(ctx)
-		cancel()
-		if err != nil {
+	switch {
+	case t.backend == nil:
+		close(t.loaded)
+	case cfg.Background:
+		t.wg.Add(1)
+		go t.connect()
+		return t, nil
+	default:
+		if err := t.start(); err != nil {
 			t.cancel()
 			return nil, err
 		}
@@ -126,6 +132,45 @@ func New(cfg Config) (*Table, error) {
 	go t.refreshEvery()
 	return t, nil
 }
+
+// start subscribes to the backend's changes and loads every override.
+func (t *Table) start() error {
+	if err := t.backend.Watch(t.ctx, t.onChange); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, time.Minute)
+	defer cancel()
+	for {
+		err := t.Reload(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		// Subscribed, but the load failed: the subscription stands, so only the load is tried again.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// connect is start in the background, tried every second until it succeeds; then the refresh.
+func (t *Table) connect() {
+	defer t.wg.Done()
+	for t.start() != nil {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	t.wg.Add(1)
+	go t.refreshEvery()
+}
+
+// Loaded is closed once the Table holds what its backend held: at once without a backend, when New
+// returns without Config.Background, and after the first load in the background with it.
+func (t *Table) Loaded() <-chan struct{} { return t.loaded }
 
 // Close stops the refresh and the subscription, waiting for the refresh. Later Sets and Deletes
 // fail with sluice.ErrClosed; reads answer from the last copy. It is idempotent.
@@ -156,10 +201,25 @@ func (t *Table) Policy(policy, key string, now int64) (*sluice.Policy, *Override
 		return nil, nil
 	}
 	e := sh.find(h, key)
-	if e == nil || e.policy == nil || e.o.ExpiresAt != 0 && now >= e.o.ExpiresAt {
+	if e == nil || e.policy == nil {
 		return nil, nil
 	}
+	if e.o.ExpiresAt != 0 {
+		if now == 0 {
+			now = t.now()
+		}
+		if now >= e.o.ExpiresAt {
+			return nil, nil
+		}
+	}
 	return e.policy, &e.o
+}
+
+// Resolve is Policy without the Override: the sluice.Resolver a Limiter asks (SetResolver), which
+// applies every override of this Table to the checks of its keys.
+func (t *Table) Resolve(policy, key string, now int64) *sluice.Policy {
+	p, _ := t.Policy(policy, key, now)
+	return p
 }
 
 // Get returns the live override of key under policy.
@@ -398,6 +458,11 @@ func (t *Table) Reload(ctx context.Context) error {
 	t.recording, t.recorded = false, nil
 	t.snap.Store(s)
 	t.mu.Unlock()
+	select {
+	case <-t.loaded:
+	default:
+		close(t.loaded)
+	}
 
 	if t.closed.Load() {
 		return nil

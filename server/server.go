@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/concurrency"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/overrides"
 	"github.com/sluicehq/sluice/store/nearcache"
 )
 
@@ -38,6 +39,10 @@ type Options struct {
 	// the server then bounds its calls by no timeout (StoreTimeout is 0) and puts neither a near
 	// cache nor leases in front of it, which would only copy what it answers at memory speed.
 	Local bool
+	// Overrides keeps the per-key overrides the server applies and serves (Overrides): a shared
+	// store's backend, so that every process sees every change. Nil keeps them in this process: in
+	// memory, or in the config's overrides.file.
+	Overrides overrides.Backend
 }
 
 // Server answers checks for every front end. It is safe for concurrent use.
@@ -48,6 +53,7 @@ type Server struct {
 	guard   *guard
 	metrics *metrics
 	leaser  *lease.Leaser        // answers the checks of policies with lease: true; nil over the memory store
+	table   *overrides.Table     // the per-key overrides, applied by lim on every call
 	slots   *concurrency.Limiter // the store's concurrency limits; nil if it has none
 	timeout time.Duration        // the store's default timeout, for a config that sets none
 	// answered is set once the store has answered a Ping: until then Ready fails whatever the
@@ -98,15 +104,44 @@ func New(cfg *config.Config, store sluice.Store, opts Options) (*Server, error) 
 		return nil, err
 	}
 	s.lim = lim
+	oc := overrides.Config{Backend: opts.Overrides, Refresh: cfg.Overrides.Refresh, Resolve: s.plan, Background: true}
+	if opts.Overrides == nil {
+		oc.File = cfg.Overrides.File
+	}
+	if s.table, err = overrides.New(oc); err != nil {
+		return nil, err
+	}
+	lim.SetResolver(s.table)
 	if !opts.Local {
 		s.leaser = lease.New(lim, lease.Config{})
 	}
 	return s, nil
 }
 
+// plan resolves the overrides' plans: plan "" is any policy in force (front ends' included), and
+// a plan one of the config's policy's plans.
+func (s *Server) plan(policy, plan string) (*sluice.Policy, bool) {
+	if plan == "" {
+		return s.lim.Policy(policy)
+	}
+	for _, p := range s.cfg.Load().Policies {
+		if p.Name() == policy {
+			q, ok := p.Plans[plan]
+			return q, ok
+		}
+	}
+	return nil, false
+}
+
+// Overrides is the Server's table of per-key overrides: set, get, list and delete them through
+// it. Every check applies them (decisions say so: Decision.Override, Decision.Plan).
+func (s *Server) Overrides() *overrides.Table { return s.table }
+
 // Close returns the unspent units of the policies' leases to the store (package lease) and stops
-// their background work, within ctx. It is idempotent; Checks after it go to the store.
+// their background work and the overrides' subscription, within ctx. It is idempotent; Checks after
+// it go to the store.
 func (s *Server) Close(ctx context.Context) error {
+	s.table.Close()
 	if s.leaser == nil {
 		return nil
 	}
@@ -145,6 +180,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		return err
 	}
 	s.cfg.Store(cfg)
+	s.reresolve()
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	if cfg.Store != old.Store || cfg.HTTP != old.HTTP || cfg.GRPC != old.GRPC {
 		s.log.Warn("sluice: store and listen addresses change only at restart",
@@ -174,6 +210,17 @@ func (s *Server) SetExtraPolicies(owner string, policies []*sluice.Policy) error
 		return err
 	}
 	return nil
+}
+
+// reresolve has the overrides resolve their plans against the policies now in force: an override
+// keeps applying the plan it names as the plan changes, and stops when its plan is gone.
+func (s *Server) reresolve() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.table.Reload(ctx); err != nil {
+		s.log.Warn("sluice: overrides not reloaded after the config; the next refresh will", "err", err)
+		s.table.Kick()
+	}
 }
 
 // install sets the limiter's policies: cfg's and every front end's. The caller holds mu.
@@ -231,6 +278,11 @@ func (s *Server) Ready(ctx context.Context) error {
 	err := p.Ping(ctx)
 	if err == nil {
 		s.answered.Store(true)
+		select {
+		case <-s.table.Loaded():
+		default:
+			return errors.New("server: not ready: the overrides are not loaded from the store yet")
+		}
 		return nil
 	}
 	if !s.answered.Load() {
@@ -350,7 +402,9 @@ func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost 
 	var d sluice.Decision
 	switch {
 	case err != nil:
-	case now == 0 && s.leaser != nil && s.cfg.Load().Lease(policy):
+	case now == 0 && s.leaser != nil && s.cfg.Load().Lease(policy) && s.table.Resolve(policy, key, 0) == nil:
+		// A key with an override is checked at the store: its leases would be sized for the
+		// policy, not for what applies to it.
 		d, err = s.leaser.Check(context.WithValue(ctx, leasing{}, true), policy, key, cost)
 		if p, ok := s.lim.Policy(policy); ok && errors.Is(err, sluice.ErrUnavailable) && ctx.Err() == nil {
 			d, err = s.guard.decide(err, p) // the check, not the lease, fails open or closed

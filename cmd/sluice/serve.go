@@ -252,7 +252,11 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	defer closer.Close()
-	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log, Local: storeKind(cfg.Store) == "memory"})
+	backend, err := overridesOf(store)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log, Local: storeKind(cfg.Store) == "memory", Overrides: backend})
 	if err != nil {
 		return err
 	}
@@ -280,6 +284,14 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		log.Error("sluice serve: "+err.Error()+"; not ready until it answers", "store", config.RedactURL(cfg.Store))
 		stopProbing := probeUntilAnswered(srv, log, cfg.Store)
 		defer stopProbing()
+	} else {
+		// The store answers: serve once its overrides are loaded, so that the first checks apply
+		// them (a slow load goes on in the background; /readyz waits for it).
+		select {
+		case <-srv.Overrides().Loaded():
+		case <-time.After(startProbe):
+			log.Warn("sluice serve: overrides not loaded yet; serving, not ready until they are")
+		}
 	}
 	var tokens *bearer.Live // nil: auth off
 	if f.tokens != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/overrides"
 	"github.com/sluicehq/sluice/store/memory"
 	pgstore "github.com/sluicehq/sluice/store/postgres"
 	redisstore "github.com/sluicehq/sluice/store/redis"
@@ -58,6 +59,20 @@ func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
 		return s, s, nil
 	}
 	return nil, nil, unsupportedStore(url)
+}
+
+// overridesOf is where a fleet on store keeps its overrides: in the store itself for Redis and
+// PostgreSQL; nil (each process its own) for the embedded store.
+func overridesOf(store sluice.Store) (overrides.Backend, error) {
+	switch s := store.(type) {
+	case *redisstore.Store:
+		return s.Overrides(), nil
+	case *pgstore.Store:
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		return s.Overrides(ctx)
+	}
+	return nil, nil
 }
 
 // checkStoreURL checks what openStoreWith would refuse of url without connecting: its scheme
