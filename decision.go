@@ -36,7 +36,7 @@ type Decision struct {
 	Override bool `json:"override,omitempty"`
 	// Plan names the plan the key was checked under (Policy.Plan): the policy's default plan, or
 	// the one its override assigns; "" for a policy without plans and for limits of an override's
-	// own. On CheckAll, each part says its own; the whole says none.
+	// own. On CheckAll each part says its own, and the whole, as for its numbers, the binding part's.
 	Plan string `json:"plan,omitempty"`
 }
 

@@ -303,16 +303,18 @@ func (l *Limiter) CheckMany(ctx context.Context, policy string, keys []string, c
 // checkEach is CheckMany's store calls when keys take different policies: one call per policy,
 // in the order the policies first appear, each with its keys.
 func (l *Limiter) checkEach(ctx context.Context, now int64, named *Policy, applied []*Policy, keys []string, cost int64, out []Decision) error {
-	done := make([]bool, len(keys))
 	for i, p := range applied {
-		if done[i] {
-			continue
-		}
 		if err := checkCost(p, cost); err != nil {
 			if p != named {
 				err.Reason += fmt.Sprintf(" under the override of keys[%d]", i)
 			}
 			return err
+		}
+	}
+	done := make([]bool, len(keys))
+	for i, p := range applied {
+		if done[i] {
+			continue
 		}
 		var idx []int
 		var ks []string

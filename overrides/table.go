@@ -118,7 +118,7 @@ func New(cfg Config) (*Table, error) {
 	switch {
 	case t.backend == nil:
 		close(t.loaded)
-	case cfg.Background:
+	case cfg.Background && cfg.Backend != nil: // a file is read at once
 		t.wg.Add(1)
 		go t.connect()
 		return t, nil

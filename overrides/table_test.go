@@ -434,3 +434,63 @@ type stubBackend struct{}
 func (stubBackend) Apply(context.Context, overrides.Change) (bool, error) { return false, nil }
 func (stubBackend) Load(context.Context) ([]overrides.Override, error)    { return nil, nil }
 func (stubBackend) Watch(context.Context, func(overrides.Change)) error   { return nil }
+
+// downBackend is a backend that cannot be reached until up is set, and then holds overrides.
+type downBackend struct {
+	up        atomic.Bool
+	overrides []overrides.Override
+	tries     atomic.Int64
+}
+
+var errDown = errors.New("down")
+
+func (b *downBackend) Apply(context.Context, overrides.Change) (bool, error) {
+	if !b.up.Load() {
+		return false, errDown
+	}
+	return false, nil
+}
+
+func (b *downBackend) Load(context.Context) ([]overrides.Override, error) {
+	if !b.up.Load() {
+		return nil, errDown
+	}
+	return b.overrides, nil
+}
+
+func (b *downBackend) Watch(context.Context, func(overrides.Change)) error {
+	b.tries.Add(1)
+	if !b.up.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// With Background, New returns while the backend is down, and the Table loads once it is up.
+// Without, New fails.
+func TestBackground(t *testing.T) {
+	b := &downBackend{overrides: []overrides.Override{{Policy: "api", Key: "acme", Plan: "pro"}}}
+	if _, err := overrides.New(overrides.Config{Backend: b, Resolve: overridestest.Plans.Resolve}); !errors.Is(err, errDown) {
+		t.Fatalf("New on a backend that is down = %v, want its error", err)
+	}
+	tb := newTable(t, overrides.Config{Backend: b, Background: true}, nil)
+	select {
+	case <-tb.Loaded():
+		t.Fatal("Loaded before the backend answered")
+	default:
+	}
+	if p, _ := tb.Policy("api", "acme", t0); p != nil {
+		t.Fatal("an override applies before anything was loaded")
+	}
+	b.up.Store(true)
+	select {
+	case <-tb.Loaded():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("not loaded 10 s after the backend came up (%d tries)", b.tries.Load())
+	}
+	if p, _ := tb.Policy("api", "acme", t0); p == nil || p.Plan() != "pro" {
+		t.Errorf("after the load, acme's policy = %v, want plan pro", p)
+	}
+	tb.Close()
+	tb.Close()
+}

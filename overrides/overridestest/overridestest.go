@@ -29,8 +29,8 @@ type Harness struct {
 var Plans = overrides.Plans{
 	"api": {
 		"":     sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 10, PeriodMs: 1000, Burst: 10}}),
-		"free": sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 1, PeriodMs: 1000, Burst: 1}}),
-		"pro":  sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 100, PeriodMs: 1000, Burst: 100}}),
+		"free": sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 1, PeriodMs: 1000, Burst: 1}}).WithPlan("free"),
+		"pro":  sluice.MustPolicy("api", sluice.Limit{Strategy: sluice.GCRA{Limit: 100, PeriodMs: 1000, Burst: 100}}).WithPlan("pro"),
 	},
 	"other": {
 		"": sluice.MustPolicy("other", sluice.Limit{Strategy: sluice.FixedWindow{Limit: 5, WindowMs: 1000}}),
