@@ -38,7 +38,9 @@ func (c *callCounter) CheckMany(ctx context.Context, now int64, p *sluice.Policy
 // 100), and limits of a key's own: a fixed window of 3 beside a token bucket of 1000.
 func plans(t *testing.T) (free, pro, own *sluice.Policy) {
 	t.Helper()
-	window := func(n float64) sluice.Limit { return sluice.Limit{Strategy: sluice.FixedWindow{Limit: n, WindowMs: 60_000}} }
+	window := func(n float64) sluice.Limit {
+		return sluice.Limit{Strategy: sluice.FixedWindow{Limit: n, WindowMs: 60_000}}
+	}
 	free = sluice.MustPolicy("api", window(10)).WithPlan("free")
 	pro = sluice.MustPolicy("api", window(100)).WithPlan("pro")
 	own = sluice.MustPolicy("api", window(3), sluice.Limit{Strategy: sluice.TokenBucket{Capacity: 1000, RefillPerSec: 1}})
