@@ -28,8 +28,8 @@ func StreamAuth(tokens []string) grpc.StreamServerInterceptor { return StreamSco
 
 // UnaryScopes is UnaryAuth with scoped tokens, read on each call so that a reload takes effect at
 // once; nil means auth is off. A known token without the scope a method needs fails with
-// PERMISSION_DENIED: Reset, Refund, Settle and methods not listed in checkMethods need
-// bearer.Admin.
+// PERMISSION_DENIED: Reset, Refund, Settle, the overrides' methods (reads included) and methods
+// not listed in checkMethods need bearer.Admin.
 func UnaryScopes(tokens *bearer.Live) grpc.UnaryServerInterceptor {
 	a := &auth{tokens: tokens}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

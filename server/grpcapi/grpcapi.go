@@ -179,6 +179,8 @@ func fill(m *sluicev1.Decision, d sluice.Decision) {
 	m.RetryAfterMs = d.RetryAfterMs
 	m.DeniedBy = int32(d.DeniedBy) // an index among at most MaxBatch items or a policy's limits
 	m.FailOpen = d.FailOpen
+	m.Plan = d.Plan
+	m.Override = d.Override
 	if len(d.Parts) == 0 {
 		return
 	}

@@ -476,7 +476,13 @@ type Decision struct {
 	Parts []*Decision `protobuf:"bytes,7,rep,name=parts,proto3" json:"parts,omitempty"`
 	// The store could not answer in time and the policy's fail mode allowed the check: no limit was
 	// consulted, so allowed is true and the numbers are zero. Never set on a real decision.
-	FailOpen      bool `protobuf:"varint,8,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
+	FailOpen bool `protobuf:"varint,8,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
+	// The plan the key was checked under: the policy's default plan, or the one its override
+	// assigns. Empty for a policy without plans, for limits of an override's own, and for the whole
+	// of CheckAll (each part says its own).
+	Plan string `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The key has an override: its plan or its own limits applied instead of the policy's.
+	Override      bool `protobuf:"varint,10,opt,name=override,proto3" json:"override,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +569,20 @@ func (x *Decision) GetParts() []*Decision {
 func (x *Decision) GetFailOpen() bool {
 	if x != nil {
 		return x.FailOpen
+	}
+	return false
+}
+
+func (x *Decision) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *Decision) GetOverride() bool {
+	if x != nil {
+		return x.Override
 	}
 	return false
 }
@@ -1408,6 +1428,538 @@ func (*SettleResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_proto_rawDescGZIP(), []int{20}
 }
 
+// Override replaces a policy for one key: with one of the policy's plans, or with limits of its own.
+// Exactly one of plan and limits is set.
+type Override struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of a configured policy.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key checked under policy: 1 to 1024 bytes.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// One of the policy's plans.
+	Plan string `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Limits of the override's own, at most 16, checked under the policy's name.
+	Limits []*OverrideLimit `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty"`
+	// The instant (epoch ms) from which the override no longer applies; 0 never.
+	ExpiresAt int64 `protobuf:"varint,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Why, for people: at most 1024 bytes.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The instant (epoch ms) the override was last set. Set by the server; ignored in SetOverride.
+	UpdatedAt     int64 `protobuf:"varint,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Override) Reset() {
+	*x = Override{}
+	mi := &file_sluice_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Override) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Override) ProtoMessage() {}
+
+func (x *Override) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Override.ProtoReflect.Descriptor instead.
+func (*Override) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Override) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *Override) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Override) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
+func (x *Override) GetLimits() []*OverrideLimit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Override) GetExpiresAt() int64 {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return 0
+}
+
+func (x *Override) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Override) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// OverrideLimit is one limit of an override: a strategy by name and that strategy's parameters,
+// named as in the config file (durations in ms); the parameters of other strategies must be 0.
+type OverrideLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Labels the limit in reports. Optional.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "request" (each check counts 1) or "cost" (each check counts its cost); empty is cost.
+	Unit string `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	// "gcra", "tokenBucket", "fixedWindow", "slidingWindow" or "slidingWindowLog".
+	Strategy string `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// The limit of gcra and of the windows.
+	Limit float64 `protobuf:"fixed64,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// gcra: limit per period_ms.
+	PeriodMs float64 `protobuf:"fixed64,5,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
+	// gcra: how many may pass at once.
+	Burst float64 `protobuf:"fixed64,6,opt,name=burst,proto3" json:"burst,omitempty"`
+	// tokenBucket: the bucket's size.
+	Capacity float64 `protobuf:"fixed64,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// tokenBucket: tokens added per second.
+	RefillPerSec float64 `protobuf:"fixed64,8,opt,name=refill_per_sec,json=refillPerSec,proto3" json:"refill_per_sec,omitempty"`
+	// The window of fixedWindow (0 with a calendar), slidingWindow and slidingWindowLog.
+	WindowMs float64 `protobuf:"fixed64,9,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// slidingWindow: how many buckets the window is counted in.
+	Buckets int32 `protobuf:"varint,10,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	// fixedWindow: "day" or "month" for calendar windows.
+	Calendar string `protobuf:"bytes,11,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// fixedWindow with a calendar: an IANA time zone; empty is UTC.
+	Timezone      string `protobuf:"bytes,12,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OverrideLimit) Reset() {
+	*x = OverrideLimit{}
+	mi := &file_sluice_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverrideLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverrideLimit) ProtoMessage() {}
+
+func (x *OverrideLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverrideLimit.ProtoReflect.Descriptor instead.
+func (*OverrideLimit) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *OverrideLimit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OverrideLimit) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *OverrideLimit) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *OverrideLimit) GetLimit() float64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetPeriodMs() float64 {
+	if x != nil {
+		return x.PeriodMs
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetBurst() float64 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetCapacity() float64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetRefillPerSec() float64 {
+	if x != nil {
+		return x.RefillPerSec
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetWindowMs() float64 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetBuckets() int32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *OverrideLimit) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *OverrideLimit) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
+}
+
+// SetOverrideRequest sets an override.
+type SetOverrideRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The override; its updated_at is ignored.
+	Override *Override `protobuf:"bytes,1,opt,name=override,proto3" json:"override,omitempty"`
+	// When positive, the override lasts this many ms from the server's clock (it sets expires_at,
+	// which must then be 0); 0 leaves expires_at as given. Not negative.
+	TtlMs         int64 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetOverrideRequest) Reset() {
+	*x = SetOverrideRequest{}
+	mi := &file_sluice_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetOverrideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetOverrideRequest) ProtoMessage() {}
+
+func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
+func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SetOverrideRequest) GetOverride() *Override {
+	if x != nil {
+		return x.Override
+	}
+	return nil
+}
+
+func (x *SetOverrideRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+// OverrideRef names the override of one key of one policy.
+type OverrideRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of a configured policy.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key: 1 to 1024 bytes.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OverrideRef) Reset() {
+	*x = OverrideRef{}
+	mi := &file_sluice_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverrideRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverrideRef) ProtoMessage() {}
+
+func (x *OverrideRef) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverrideRef.ProtoReflect.Descriptor instead.
+func (*OverrideRef) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *OverrideRef) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *OverrideRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// DeleteOverrideResponse answers DeleteOverride.
+type DeleteOverrideResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether there was an override to delete.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteOverrideResponse) Reset() {
+	*x = DeleteOverrideResponse{}
+	mi := &file_sluice_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteOverrideResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteOverrideResponse) ProtoMessage() {}
+
+func (x *DeleteOverrideResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteOverrideResponse.ProtoReflect.Descriptor instead.
+func (*DeleteOverrideResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteOverrideResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ListOverridesRequest asks for a page of a policy's overrides.
+type ListOverridesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of a configured policy. Required.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Only keys starting with prefix; empty for all.
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The most overrides per page: 1 to 1000; 0 means 100.
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOverridesRequest) Reset() {
+	*x = ListOverridesRequest{}
+	mi := &file_sluice_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOverridesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOverridesRequest) ProtoMessage() {}
+
+func (x *ListOverridesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOverridesRequest.ProtoReflect.Descriptor instead.
+func (*ListOverridesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListOverridesRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *ListOverridesRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListOverridesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListOverridesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListOverridesResponse is one page of overrides.
+type ListOverridesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page's overrides, in key order.
+	Overrides []*Override `protobuf:"bytes,1,rep,name=overrides,proto3" json:"overrides,omitempty"`
+	// Pass as page_token for the next page; empty on the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOverridesResponse) Reset() {
+	*x = ListOverridesResponse{}
+	mi := &file_sluice_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOverridesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOverridesResponse) ProtoMessage() {}
+
+func (x *ListOverridesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOverridesResponse.ProtoReflect.Descriptor instead.
+func (*ListOverridesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListOverridesResponse) GetOverrides() []*Override {
+	if x != nil {
+		return x.Overrides
+	}
+	return nil
+}
+
+func (x *ListOverridesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // UsageEvent is one request on a stream.
 type UsageEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1428,7 +1980,7 @@ type UsageEvent struct {
 
 func (x *UsageEvent) Reset() {
 	*x = UsageEvent{}
-	mi := &file_sluice_proto_msgTypes[21]
+	mi := &file_sluice_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1992,7 @@ func (x *UsageEvent) String() string {
 func (*UsageEvent) ProtoMessage() {}
 
 func (x *UsageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[21]
+	mi := &file_sluice_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +2005,7 @@ func (x *UsageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageEvent.ProtoReflect.Descriptor instead.
 func (*UsageEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{21}
+	return file_sluice_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UsageEvent) GetStream() string {
@@ -1502,7 +2054,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_sluice_proto_msgTypes[22]
+	mi := &file_sluice_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +2066,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[22]
+	mi := &file_sluice_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +2079,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{22}
+	return file_sluice_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RecordRequest) GetEvents() []*UsageEvent {
@@ -1548,7 +2100,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_sluice_proto_msgTypes[23]
+	mi := &file_sluice_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +2112,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[23]
+	mi := &file_sluice_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +2125,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{23}
+	return file_sluice_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RecordResponse) GetAppended() int32 {
@@ -1599,7 +2151,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_sluice_proto_msgTypes[24]
+	mi := &file_sluice_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +2163,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[24]
+	mi := &file_sluice_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +2176,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{24}
+	return file_sluice_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchRequest) GetStream() string {
@@ -1666,7 +2218,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_sluice_proto_msgTypes[25]
+	mi := &file_sluice_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +2230,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[25]
+	mi := &file_sluice_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +2243,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{25}
+	return file_sluice_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchResponse) GetOffset() int64 {
@@ -1766,7 +2318,7 @@ type StreamWindow struct {
 
 func (x *StreamWindow) Reset() {
 	*x = StreamWindow{}
-	mi := &file_sluice_proto_msgTypes[26]
+	mi := &file_sluice_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +2330,7 @@ func (x *StreamWindow) String() string {
 func (*StreamWindow) ProtoMessage() {}
 
 func (x *StreamWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[26]
+	mi := &file_sluice_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +2343,7 @@ func (x *StreamWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWindow.ProtoReflect.Descriptor instead.
 func (*StreamWindow) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{26}
+	return file_sluice_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamWindow) GetOffset() int64 {
@@ -1876,7 +2428,7 @@ type StreamDecision struct {
 
 func (x *StreamDecision) Reset() {
 	*x = StreamDecision{}
-	mi := &file_sluice_proto_msgTypes[27]
+	mi := &file_sluice_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2440,7 @@ func (x *StreamDecision) String() string {
 func (*StreamDecision) ProtoMessage() {}
 
 func (x *StreamDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_proto_msgTypes[27]
+	mi := &file_sluice_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2453,7 @@ func (x *StreamDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDecision.ProtoReflect.Descriptor instead.
 func (*StreamDecision) Descriptor() ([]byte, []int) {
-	return file_sluice_proto_rawDescGZIP(), []int{27}
+	return file_sluice_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StreamDecision) GetOffset() int64 {
@@ -1995,7 +2547,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
 	"\x06holder\x18\x03 \x01(\tR\x06holder\"\x11\n" +
-	"\x0fReleaseResponse\"\xfe\x01\n" +
+	"\x0fReleaseResponse\"\xae\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x1c\n" +
@@ -2004,7 +2556,10 @@ const file_sluice_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1b\n" +
 	"\tdenied_by\x18\x06 \x01(\x05R\bdeniedBy\x12)\n" +
 	"\x05parts\x18\a \x03(\v2\x13.sluice.v1.DecisionR\x05parts\x12\x1b\n" +
-	"\tfail_open\x18\b \x01(\bR\bfailOpen\"t\n" +
+	"\tfail_open\x18\b \x01(\bR\bfailOpen\x12\x12\n" +
+	"\x04plan\x18\t \x01(\tR\x04plan\x12\x1a\n" +
+	"\boverride\x18\n" +
+	" \x01(\bR\boverride\"t\n" +
 	"\bForecast\x12#\n" +
 	"\rspendable_now\x18\x01 \x01(\x03R\fspendableNow\x12*\n" +
 	"\x11next_replenish_at\x18\x02 \x01(\x03R\x0fnextReplenishAt\x12\x17\n" +
@@ -2053,7 +2608,48 @@ const file_sluice_proto_rawDesc = "" +
 	"\breserved\x18\x03 \x01(\x03R\breserved\x12\x16\n" +
 	"\x06actual\x18\x04 \x01(\x03R\x06actual\x12\x10\n" +
 	"\x03now\x18\x05 \x01(\x03R\x03now\"\x10\n" +
-	"\x0eSettleResponse\"j\n" +
+	"\x0eSettleResponse\"\xd0\x01\n" +
+	"\bOverride\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04plan\x18\x03 \x01(\tR\x04plan\x120\n" +
+	"\x06limits\x18\x04 \x03(\v2\x18.sluice.v1.OverrideLimitR\x06limits\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\x03R\texpiresAt\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\x03R\tupdatedAt\"\xcd\x02\n" +
+	"\rOverrideLimit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x1a\n" +
+	"\bstrategy\x18\x03 \x01(\tR\bstrategy\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x01R\x05limit\x12\x1b\n" +
+	"\tperiod_ms\x18\x05 \x01(\x01R\bperiodMs\x12\x14\n" +
+	"\x05burst\x18\x06 \x01(\x01R\x05burst\x12\x1a\n" +
+	"\bcapacity\x18\a \x01(\x01R\bcapacity\x12$\n" +
+	"\x0erefill_per_sec\x18\b \x01(\x01R\frefillPerSec\x12\x1b\n" +
+	"\twindow_ms\x18\t \x01(\x01R\bwindowMs\x12\x18\n" +
+	"\abuckets\x18\n" +
+	" \x01(\x05R\abuckets\x12\x1a\n" +
+	"\bcalendar\x18\v \x01(\tR\bcalendar\x12\x1a\n" +
+	"\btimezone\x18\f \x01(\tR\btimezone\"\\\n" +
+	"\x12SetOverrideRequest\x12/\n" +
+	"\boverride\x18\x01 \x01(\v2\x13.sluice.v1.OverrideR\boverride\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"7\n" +
+	"\vOverrideRef\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"2\n" +
+	"\x16DeleteOverrideResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"{\n" +
+	"\x14ListOverridesRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"r\n" +
+	"\x15ListOverridesResponse\x121\n" +
+	"\toverrides\x18\x01 \x03(\v2\x13.sluice.v1.OverrideR\toverrides\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"j\n" +
 	"\n" +
 	"UsageEvent\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x10\n" +
@@ -2097,7 +2693,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\tWatchKind\x12\x1a\n" +
 	"\x16WATCH_KIND_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14WATCH_KIND_DECISIONS\x10\x01\x12\x16\n" +
-	"\x12WATCH_KIND_WINDOWS\x10\x022\xf5\x03\n" +
+	"\x12WATCH_KIND_WINDOWS\x10\x022\x95\x06\n" +
 	"\vRateLimiter\x125\n" +
 	"\x05Check\x12\x17.sluice.v1.CheckRequest\x1a\x13.sluice.v1.Decision\x12F\n" +
 	"\tCheckMany\x12\x1b.sluice.v1.CheckManyRequest\x1a\x1c.sluice.v1.CheckManyResponse\x12;\n" +
@@ -2106,7 +2702,11 @@ const file_sluice_proto_rawDesc = "" +
 	"\bForecast\x12\x1a.sluice.v1.ForecastRequest\x1a\x13.sluice.v1.Forecast\x12:\n" +
 	"\x05Reset\x12\x17.sluice.v1.ResetRequest\x1a\x18.sluice.v1.ResetResponse\x12=\n" +
 	"\x06Refund\x12\x18.sluice.v1.RefundRequest\x1a\x19.sluice.v1.RefundResponse\x12=\n" +
-	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse2\xcf\x01\n" +
+	"\x06Settle\x12\x18.sluice.v1.SettleRequest\x1a\x19.sluice.v1.SettleResponse\x12A\n" +
+	"\vSetOverride\x12\x1d.sluice.v1.SetOverrideRequest\x1a\x13.sluice.v1.Override\x12:\n" +
+	"\vGetOverride\x12\x16.sluice.v1.OverrideRef\x1a\x13.sluice.v1.Override\x12K\n" +
+	"\x0eDeleteOverride\x12\x16.sluice.v1.OverrideRef\x1a!.sluice.v1.DeleteOverrideResponse\x12R\n" +
+	"\rListOverrides\x12\x1f.sluice.v1.ListOverridesRequest\x1a .sluice.v1.ListOverridesResponse2\xcf\x01\n" +
 	"\vConcurrency\x126\n" +
 	"\x05Admit\x12\x17.sluice.v1.AdmitRequest\x1a\x14.sluice.v1.Admission\x12F\n" +
 	"\tHeartbeat\x12\x1b.sluice.v1.HeartbeatRequest\x1a\x1c.sluice.v1.HeartbeatResponse\x12@\n" +
@@ -2128,77 +2728,95 @@ func file_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_sluice_proto_goTypes = []any{
-	(WatchKind)(0),            // 0: sluice.v1.WatchKind
-	(*AdmitRequest)(nil),      // 1: sluice.v1.AdmitRequest
-	(*Admission)(nil),         // 2: sluice.v1.Admission
-	(*HeartbeatRequest)(nil),  // 3: sluice.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil), // 4: sluice.v1.HeartbeatResponse
-	(*ReleaseRequest)(nil),    // 5: sluice.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),   // 6: sluice.v1.ReleaseResponse
-	(*Decision)(nil),          // 7: sluice.v1.Decision
-	(*Forecast)(nil),          // 8: sluice.v1.Forecast
-	(*CheckRequest)(nil),      // 9: sluice.v1.CheckRequest
-	(*CheckManyRequest)(nil),  // 10: sluice.v1.CheckManyRequest
-	(*CheckManyResponse)(nil), // 11: sluice.v1.CheckManyResponse
-	(*Item)(nil),              // 12: sluice.v1.Item
-	(*CheckAllRequest)(nil),   // 13: sluice.v1.CheckAllRequest
-	(*PeekRequest)(nil),       // 14: sluice.v1.PeekRequest
-	(*ForecastRequest)(nil),   // 15: sluice.v1.ForecastRequest
-	(*ResetRequest)(nil),      // 16: sluice.v1.ResetRequest
-	(*ResetResponse)(nil),     // 17: sluice.v1.ResetResponse
-	(*RefundRequest)(nil),     // 18: sluice.v1.RefundRequest
-	(*RefundResponse)(nil),    // 19: sluice.v1.RefundResponse
-	(*SettleRequest)(nil),     // 20: sluice.v1.SettleRequest
-	(*SettleResponse)(nil),    // 21: sluice.v1.SettleResponse
-	(*UsageEvent)(nil),        // 22: sluice.v1.UsageEvent
-	(*RecordRequest)(nil),     // 23: sluice.v1.RecordRequest
-	(*RecordResponse)(nil),    // 24: sluice.v1.RecordResponse
-	(*WatchRequest)(nil),      // 25: sluice.v1.WatchRequest
-	(*WatchResponse)(nil),     // 26: sluice.v1.WatchResponse
-	(*StreamWindow)(nil),      // 27: sluice.v1.StreamWindow
-	(*StreamDecision)(nil),    // 28: sluice.v1.StreamDecision
+	(WatchKind)(0),                 // 0: sluice.v1.WatchKind
+	(*AdmitRequest)(nil),           // 1: sluice.v1.AdmitRequest
+	(*Admission)(nil),              // 2: sluice.v1.Admission
+	(*HeartbeatRequest)(nil),       // 3: sluice.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 4: sluice.v1.HeartbeatResponse
+	(*ReleaseRequest)(nil),         // 5: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 6: sluice.v1.ReleaseResponse
+	(*Decision)(nil),               // 7: sluice.v1.Decision
+	(*Forecast)(nil),               // 8: sluice.v1.Forecast
+	(*CheckRequest)(nil),           // 9: sluice.v1.CheckRequest
+	(*CheckManyRequest)(nil),       // 10: sluice.v1.CheckManyRequest
+	(*CheckManyResponse)(nil),      // 11: sluice.v1.CheckManyResponse
+	(*Item)(nil),                   // 12: sluice.v1.Item
+	(*CheckAllRequest)(nil),        // 13: sluice.v1.CheckAllRequest
+	(*PeekRequest)(nil),            // 14: sluice.v1.PeekRequest
+	(*ForecastRequest)(nil),        // 15: sluice.v1.ForecastRequest
+	(*ResetRequest)(nil),           // 16: sluice.v1.ResetRequest
+	(*ResetResponse)(nil),          // 17: sluice.v1.ResetResponse
+	(*RefundRequest)(nil),          // 18: sluice.v1.RefundRequest
+	(*RefundResponse)(nil),         // 19: sluice.v1.RefundResponse
+	(*SettleRequest)(nil),          // 20: sluice.v1.SettleRequest
+	(*SettleResponse)(nil),         // 21: sluice.v1.SettleResponse
+	(*Override)(nil),               // 22: sluice.v1.Override
+	(*OverrideLimit)(nil),          // 23: sluice.v1.OverrideLimit
+	(*SetOverrideRequest)(nil),     // 24: sluice.v1.SetOverrideRequest
+	(*OverrideRef)(nil),            // 25: sluice.v1.OverrideRef
+	(*DeleteOverrideResponse)(nil), // 26: sluice.v1.DeleteOverrideResponse
+	(*ListOverridesRequest)(nil),   // 27: sluice.v1.ListOverridesRequest
+	(*ListOverridesResponse)(nil),  // 28: sluice.v1.ListOverridesResponse
+	(*UsageEvent)(nil),             // 29: sluice.v1.UsageEvent
+	(*RecordRequest)(nil),          // 30: sluice.v1.RecordRequest
+	(*RecordResponse)(nil),         // 31: sluice.v1.RecordResponse
+	(*WatchRequest)(nil),           // 32: sluice.v1.WatchRequest
+	(*WatchResponse)(nil),          // 33: sluice.v1.WatchResponse
+	(*StreamWindow)(nil),           // 34: sluice.v1.StreamWindow
+	(*StreamDecision)(nil),         // 35: sluice.v1.StreamDecision
 }
 var file_sluice_proto_depIdxs = []int32{
 	7,  // 0: sluice.v1.Decision.parts:type_name -> sluice.v1.Decision
 	7,  // 1: sluice.v1.CheckManyResponse.decisions:type_name -> sluice.v1.Decision
 	12, // 2: sluice.v1.CheckAllRequest.items:type_name -> sluice.v1.Item
-	22, // 3: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
-	0,  // 4: sluice.v1.WatchRequest.kind:type_name -> sluice.v1.WatchKind
-	28, // 5: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
-	27, // 6: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
-	9,  // 7: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
-	10, // 8: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
-	13, // 9: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
-	14, // 10: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
-	15, // 11: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
-	16, // 12: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
-	18, // 13: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
-	20, // 14: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
-	1,  // 15: sluice.v1.Concurrency.Admit:input_type -> sluice.v1.AdmitRequest
-	3,  // 16: sluice.v1.Concurrency.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
-	5,  // 17: sluice.v1.Concurrency.Release:input_type -> sluice.v1.ReleaseRequest
-	23, // 18: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
-	25, // 19: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
-	7,  // 20: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
-	11, // 21: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
-	7,  // 22: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
-	7,  // 23: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
-	8,  // 24: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
-	17, // 25: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
-	19, // 26: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
-	21, // 27: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
-	2,  // 28: sluice.v1.Concurrency.Admit:output_type -> sluice.v1.Admission
-	4,  // 29: sluice.v1.Concurrency.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
-	6,  // 30: sluice.v1.Concurrency.Release:output_type -> sluice.v1.ReleaseResponse
-	24, // 31: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
-	26, // 32: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
-	20, // [20:33] is the sub-list for method output_type
-	7,  // [7:20] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	23, // 3: sluice.v1.Override.limits:type_name -> sluice.v1.OverrideLimit
+	22, // 4: sluice.v1.SetOverrideRequest.override:type_name -> sluice.v1.Override
+	22, // 5: sluice.v1.ListOverridesResponse.overrides:type_name -> sluice.v1.Override
+	29, // 6: sluice.v1.RecordRequest.events:type_name -> sluice.v1.UsageEvent
+	0,  // 7: sluice.v1.WatchRequest.kind:type_name -> sluice.v1.WatchKind
+	35, // 8: sluice.v1.WatchResponse.decision:type_name -> sluice.v1.StreamDecision
+	34, // 9: sluice.v1.WatchResponse.window:type_name -> sluice.v1.StreamWindow
+	9,  // 10: sluice.v1.RateLimiter.Check:input_type -> sluice.v1.CheckRequest
+	10, // 11: sluice.v1.RateLimiter.CheckMany:input_type -> sluice.v1.CheckManyRequest
+	13, // 12: sluice.v1.RateLimiter.CheckAll:input_type -> sluice.v1.CheckAllRequest
+	14, // 13: sluice.v1.RateLimiter.Peek:input_type -> sluice.v1.PeekRequest
+	15, // 14: sluice.v1.RateLimiter.Forecast:input_type -> sluice.v1.ForecastRequest
+	16, // 15: sluice.v1.RateLimiter.Reset:input_type -> sluice.v1.ResetRequest
+	18, // 16: sluice.v1.RateLimiter.Refund:input_type -> sluice.v1.RefundRequest
+	20, // 17: sluice.v1.RateLimiter.Settle:input_type -> sluice.v1.SettleRequest
+	24, // 18: sluice.v1.RateLimiter.SetOverride:input_type -> sluice.v1.SetOverrideRequest
+	25, // 19: sluice.v1.RateLimiter.GetOverride:input_type -> sluice.v1.OverrideRef
+	25, // 20: sluice.v1.RateLimiter.DeleteOverride:input_type -> sluice.v1.OverrideRef
+	27, // 21: sluice.v1.RateLimiter.ListOverrides:input_type -> sluice.v1.ListOverridesRequest
+	1,  // 22: sluice.v1.Concurrency.Admit:input_type -> sluice.v1.AdmitRequest
+	3,  // 23: sluice.v1.Concurrency.Heartbeat:input_type -> sluice.v1.HeartbeatRequest
+	5,  // 24: sluice.v1.Concurrency.Release:input_type -> sluice.v1.ReleaseRequest
+	30, // 25: sluice.v1.Usage.Record:input_type -> sluice.v1.RecordRequest
+	32, // 26: sluice.v1.Usage.Watch:input_type -> sluice.v1.WatchRequest
+	7,  // 27: sluice.v1.RateLimiter.Check:output_type -> sluice.v1.Decision
+	11, // 28: sluice.v1.RateLimiter.CheckMany:output_type -> sluice.v1.CheckManyResponse
+	7,  // 29: sluice.v1.RateLimiter.CheckAll:output_type -> sluice.v1.Decision
+	7,  // 30: sluice.v1.RateLimiter.Peek:output_type -> sluice.v1.Decision
+	8,  // 31: sluice.v1.RateLimiter.Forecast:output_type -> sluice.v1.Forecast
+	17, // 32: sluice.v1.RateLimiter.Reset:output_type -> sluice.v1.ResetResponse
+	19, // 33: sluice.v1.RateLimiter.Refund:output_type -> sluice.v1.RefundResponse
+	21, // 34: sluice.v1.RateLimiter.Settle:output_type -> sluice.v1.SettleResponse
+	22, // 35: sluice.v1.RateLimiter.SetOverride:output_type -> sluice.v1.Override
+	22, // 36: sluice.v1.RateLimiter.GetOverride:output_type -> sluice.v1.Override
+	26, // 37: sluice.v1.RateLimiter.DeleteOverride:output_type -> sluice.v1.DeleteOverrideResponse
+	28, // 38: sluice.v1.RateLimiter.ListOverrides:output_type -> sluice.v1.ListOverridesResponse
+	2,  // 39: sluice.v1.Concurrency.Admit:output_type -> sluice.v1.Admission
+	4,  // 40: sluice.v1.Concurrency.Heartbeat:output_type -> sluice.v1.HeartbeatResponse
+	6,  // 41: sluice.v1.Concurrency.Release:output_type -> sluice.v1.ReleaseResponse
+	31, // 42: sluice.v1.Usage.Record:output_type -> sluice.v1.RecordResponse
+	33, // 43: sluice.v1.Usage.Watch:output_type -> sluice.v1.WatchResponse
+	27, // [27:44] is the sub-list for method output_type
+	10, // [10:27] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_proto_init() }
@@ -2206,7 +2824,7 @@ func file_sluice_proto_init() {
 	if File_sluice_proto != nil {
 		return
 	}
-	file_sluice_proto_msgTypes[25].OneofWrappers = []any{
+	file_sluice_proto_msgTypes[32].OneofWrappers = []any{
 		(*WatchResponse_Decision)(nil),
 		(*WatchResponse_Window)(nil),
 	}
@@ -2216,7 +2834,7 @@ func file_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_proto_rawDesc), len(file_sluice_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

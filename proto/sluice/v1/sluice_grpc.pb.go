@@ -19,14 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimiter_Check_FullMethodName     = "/sluice.v1.RateLimiter/Check"
-	RateLimiter_CheckMany_FullMethodName = "/sluice.v1.RateLimiter/CheckMany"
-	RateLimiter_CheckAll_FullMethodName  = "/sluice.v1.RateLimiter/CheckAll"
-	RateLimiter_Peek_FullMethodName      = "/sluice.v1.RateLimiter/Peek"
-	RateLimiter_Forecast_FullMethodName  = "/sluice.v1.RateLimiter/Forecast"
-	RateLimiter_Reset_FullMethodName     = "/sluice.v1.RateLimiter/Reset"
-	RateLimiter_Refund_FullMethodName    = "/sluice.v1.RateLimiter/Refund"
-	RateLimiter_Settle_FullMethodName    = "/sluice.v1.RateLimiter/Settle"
+	RateLimiter_Check_FullMethodName          = "/sluice.v1.RateLimiter/Check"
+	RateLimiter_CheckMany_FullMethodName      = "/sluice.v1.RateLimiter/CheckMany"
+	RateLimiter_CheckAll_FullMethodName       = "/sluice.v1.RateLimiter/CheckAll"
+	RateLimiter_Peek_FullMethodName           = "/sluice.v1.RateLimiter/Peek"
+	RateLimiter_Forecast_FullMethodName       = "/sluice.v1.RateLimiter/Forecast"
+	RateLimiter_Reset_FullMethodName          = "/sluice.v1.RateLimiter/Reset"
+	RateLimiter_Refund_FullMethodName         = "/sluice.v1.RateLimiter/Refund"
+	RateLimiter_Settle_FullMethodName         = "/sluice.v1.RateLimiter/Settle"
+	RateLimiter_SetOverride_FullMethodName    = "/sluice.v1.RateLimiter/SetOverride"
+	RateLimiter_GetOverride_FullMethodName    = "/sluice.v1.RateLimiter/GetOverride"
+	RateLimiter_DeleteOverride_FullMethodName = "/sluice.v1.RateLimiter/DeleteOverride"
+	RateLimiter_ListOverrides_FullMethodName  = "/sluice.v1.RateLimiter/ListOverrides"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -65,6 +69,16 @@ type RateLimiterClient interface {
 	// refunds the difference, or debits the excess, which may leave the key in debt and delay its
 	// next checks. UNIMPLEMENTED when the store cannot debit.
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// SetOverride sets the override of (policy, key), replacing any, and returns it as stored. Bad
+	// input stores nothing and is INVALID_ARGUMENT naming the field (override.plan for an unknown
+	// plan, override.limits[0].capacity for a bad limit).
+	SetOverride(ctx context.Context, in *SetOverrideRequest, opts ...grpc.CallOption) (*Override, error)
+	// GetOverride returns the live override of (policy, key); NOT_FOUND when it has none.
+	GetOverride(ctx context.Context, in *OverrideRef, opts ...grpc.CallOption) (*Override, error)
+	// DeleteOverride deletes the override of (policy, key); deleting none is not an error.
+	DeleteOverride(ctx context.Context, in *OverrideRef, opts ...grpc.CallOption) (*DeleteOverrideResponse, error)
+	// ListOverrides pages through a policy's live overrides in key order.
+	ListOverrides(ctx context.Context, in *ListOverridesRequest, opts ...grpc.CallOption) (*ListOverridesResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -155,6 +169,46 @@ func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts 
 	return out, nil
 }
 
+func (c *rateLimiterClient) SetOverride(ctx context.Context, in *SetOverrideRequest, opts ...grpc.CallOption) (*Override, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Override)
+	err := c.cc.Invoke(ctx, RateLimiter_SetOverride_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) GetOverride(ctx context.Context, in *OverrideRef, opts ...grpc.CallOption) (*Override, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Override)
+	err := c.cc.Invoke(ctx, RateLimiter_GetOverride_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) DeleteOverride(ctx context.Context, in *OverrideRef, opts ...grpc.CallOption) (*DeleteOverrideResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteOverrideResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_DeleteOverride_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) ListOverrides(ctx context.Context, in *ListOverridesRequest, opts ...grpc.CallOption) (*ListOverridesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOverridesResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_ListOverrides_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -191,6 +245,16 @@ type RateLimiterServer interface {
 	// refunds the difference, or debits the excess, which may leave the key in debt and delay its
 	// next checks. UNIMPLEMENTED when the store cannot debit.
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
+	// SetOverride sets the override of (policy, key), replacing any, and returns it as stored. Bad
+	// input stores nothing and is INVALID_ARGUMENT naming the field (override.plan for an unknown
+	// plan, override.limits[0].capacity for a bad limit).
+	SetOverride(context.Context, *SetOverrideRequest) (*Override, error)
+	// GetOverride returns the live override of (policy, key); NOT_FOUND when it has none.
+	GetOverride(context.Context, *OverrideRef) (*Override, error)
+	// DeleteOverride deletes the override of (policy, key); deleting none is not an error.
+	DeleteOverride(context.Context, *OverrideRef) (*DeleteOverrideResponse, error)
+	// ListOverrides pages through a policy's live overrides in key order.
+	ListOverrides(context.Context, *ListOverridesRequest) (*ListOverridesResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -224,6 +288,18 @@ func (UnimplementedRateLimiterServer) Refund(context.Context, *RefundRequest) (*
 }
 func (UnimplementedRateLimiterServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
+}
+func (UnimplementedRateLimiterServer) SetOverride(context.Context, *SetOverrideRequest) (*Override, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetOverride not implemented")
+}
+func (UnimplementedRateLimiterServer) GetOverride(context.Context, *OverrideRef) (*Override, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetOverride not implemented")
+}
+func (UnimplementedRateLimiterServer) DeleteOverride(context.Context, *OverrideRef) (*DeleteOverrideResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteOverride not implemented")
+}
+func (UnimplementedRateLimiterServer) ListOverrides(context.Context, *ListOverridesRequest) (*ListOverridesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOverrides not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -390,6 +466,78 @@ func _RateLimiter_Settle_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_SetOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetOverrideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).SetOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_SetOverride_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).SetOverride(ctx, req.(*SetOverrideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_GetOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OverrideRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).GetOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_GetOverride_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).GetOverride(ctx, req.(*OverrideRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_DeleteOverride_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OverrideRef)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).DeleteOverride(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_DeleteOverride_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).DeleteOverride(ctx, req.(*OverrideRef))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_ListOverrides_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOverridesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).ListOverrides(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_ListOverrides_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).ListOverrides(ctx, req.(*ListOverridesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -428,6 +576,22 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Settle",
 			Handler:    _RateLimiter_Settle_Handler,
+		},
+		{
+			MethodName: "SetOverride",
+			Handler:    _RateLimiter_SetOverride_Handler,
+		},
+		{
+			MethodName: "GetOverride",
+			Handler:    _RateLimiter_GetOverride_Handler,
+		},
+		{
+			MethodName: "DeleteOverride",
+			Handler:    _RateLimiter_DeleteOverride_Handler,
+		},
+		{
+			MethodName: "ListOverrides",
+			Handler:    _RateLimiter_ListOverrides_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
