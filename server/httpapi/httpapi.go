@@ -13,6 +13,10 @@
 //	POST /v1/heartbeat    {"name","key","holder","ttlMs","now"?}  → {}, or 409 not_held
 //	POST /v1/release      {"name","key","holder"}              → {}
 //	POST /v1/reset        {"policy","key"}                    → {}
+//	PUT  /v1/overrides/{policy}/{key...} {"plan"|"limits","ttlMs"?|"expiresAt"?,"reason"?} → the override stored
+//	GET  /v1/overrides/{policy}/{key...}                        → the override, or 404 not_found
+//	DELETE /v1/overrides/{policy}/{key...}                      → {"deleted":true}, or 404 not_found
+//	GET  /v1/overrides?policy=P&prefix=K&pageToken=T&limit=N     → {"overrides":[…],"nextPageToken"?}
 //	GET  /v1/gate/{policy}?key=…&cost=…&denyStatus=…            → 200, or 429 (403 with denyStatus=403, for nginx), with RateLimit fields
 //	POST /v1/usage        {"events":[{"stream","key","cost"?,"at"?,"id"?}]} → {"appended"}
 //	GET  /v1/streams/{stream}/windows?after=N&limit=M             → {"windows":[…]}
@@ -26,9 +30,14 @@
 // The stream routes (stream.go) answer 404 unless Options.Streams is set. {kind} is windows or
 // decisions; pull and ack are a consumer group's at-least-once reading (see package stream).
 //
+// The overrides routes (overrides.go) set, read, delete and list per-key overrides (package
+// overrides), all with an admin token. The key is the rest of the path, escaped (%2F for a "/" of
+// its own); a body carries neither policy nor key.
+//
 // A decision is {"allowed","limit","remaining","resetAt","retryAfterMs"}; a decision of a
 // composite policy adds "deniedBy" (-1 when allowed) and "parts" (one decision per limit), and
-// the decisions of a single limit carry neither. A denial is a decision (200), never an error;
+// the decisions of a single limit carry neither. "plan" names the plan the key was checked under,
+// and "override":true says its override applied (each omitted when empty). A denial is a decision (200), never an error;
 // only the gate answers one with 429. cost defaults to 1, and a cost of 0 (in a body or the gate's
 // query) means 1, as on gRPC, where proto3 cannot tell 0 from absent; a negative cost is 400 naming
 // the field. now (epoch ms) is refused unless the server allows client time. Reset takes no now:
@@ -84,7 +93,7 @@ type Options struct {
 	BearerTokens []string
 	// Tokens, when set, are the scoped tokens in force instead of BearerTokens, read on each
 	// request so that a reload takes effect at once. A token without the scope a route needs gets
-	// 403; reset, refund and settle need bearer.Admin, the rest bearer.Check.
+	// 403; reset, refund, settle and the overrides routes need bearer.Admin, the rest bearer.Check.
 	Tokens *bearer.Live
 	// GateKeyHeader names the request header the gate takes its key from when the query has no
 	// key, such as "X-Api-Key"; empty means the gate falls back to the client address directly.
@@ -151,15 +160,23 @@ func New(srv *server.Server, opts Options) http.Handler {
 	}
 	const open, check, admin = bearer.None, bearer.Check, bearer.Admin
 	mux := http.NewServeMux()
+	methods := map[string][]string{} // the methods of each path, for its 405
 	route := func(method, path string, h http.HandlerFunc, need bearer.Scope) {
-		var wrong http.Handler = methodNotAllowed(method)
 		var right http.Handler = h
 		if need != open {
-			right, wrong = a.auth(right, need), a.auth(wrong, need)
+			right = a.auth(right, need)
 		}
 		mux.Handle(method+" "+path, right)
-		// The method-less pattern catches the other methods, so that they get a JSON 405 too.
-		mux.Handle(path, wrong)
+		// The method-less pattern catches the other methods, so that they get a JSON 405 too; a
+		// path of several methods registers it once.
+		if methods[path] == nil {
+			var wrong http.Handler = methodNotAllowed(func() []string { return methods[path] })
+			if need != open {
+				wrong = a.auth(wrong, need)
+			}
+			mux.Handle(path, wrong)
+		}
+		methods[path] = append(methods[path], method)
 	}
 	route("POST", "/v1/check", a.check, check)
 	route("POST", "/v1/check-many", a.checkMany, check)
@@ -172,6 +189,10 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("POST", "/v1/heartbeat", a.heartbeat, check)
 	route("POST", "/v1/release", a.release, check)
 	route("POST", "/v1/reset", a.reset, admin)
+	route("PUT", "/v1/overrides/{policy}/{key...}", a.putOverride, admin)
+	route("GET", "/v1/overrides/{policy}/{key...}", a.getOverride, admin)
+	route("DELETE", "/v1/overrides/{policy}/{key...}", a.deleteOverride, admin)
+	route("GET", "/v1/overrides", a.listOverrides, admin)
 	route("GET", "/v1/gate/{policy...}", a.gate, check)
 	route("POST", "/v1/usage", a.usage, check)
 	route("GET", "/v1/streams/{stream}/windows", a.windows, check)
@@ -312,15 +333,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do about it
 }
 
-func methodNotAllowed(method string) http.Handler {
+// methodNotAllowed answers a method its path has no route for; methods are the path's, read at
+// request time so that every route registered for the path counts.
+func methodNotAllowed(methods func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		allow := method
-		if method == "GET" {
-			allow = "GET, HEAD"
+		var allow []string
+		for _, m := range methods() {
+			allow = append(allow, m)
+			if m == "GET" {
+				allow = append(allow, "HEAD")
+			}
 		}
-		w.Header().Set("Allow", allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(w, &httpError{http.StatusMethodNotAllowed, CodeMethodNotAllowed,
-			fmt.Sprintf("httpapi: %s %s: use %s", r.Method, r.URL.Path, method)})
+			fmt.Sprintf("httpapi: %s %s: use %s", r.Method, r.URL.Path, strings.Join(methods(), " or "))})
 	})
 }
 
@@ -369,7 +395,8 @@ func (a *api) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // decision is a sluice.Decision on the wire: deniedBy and parts only for a decision with parts,
-// so that a single limit answers just the five numbers, and failOpen only when set.
+// so that a single limit answers just the five numbers, and failOpen, plan and override only when
+// set.
 type decision struct {
 	Allowed      bool       `json:"allowed"`
 	Limit        int64      `json:"limit"`
@@ -379,10 +406,13 @@ type decision struct {
 	DeniedBy     *int       `json:"deniedBy,omitempty"`
 	Parts        []decision `json:"parts,omitempty"`
 	FailOpen     bool       `json:"failOpen,omitempty"`
+	Plan         string     `json:"plan,omitempty"`
+	Override     bool       `json:"override,omitempty"`
 }
 
 func wire(d sluice.Decision) decision {
-	out := decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs, FailOpen: d.FailOpen}
+	out := decision{Allowed: d.Allowed, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt, RetryAfterMs: d.RetryAfterMs,
+		FailOpen: d.FailOpen, Plan: d.Plan, Override: d.Override}
 	if len(d.Parts) > 0 {
 		by := d.DeniedBy
 		out.DeniedBy = &by
