@@ -323,20 +323,33 @@ const maxBody = 8 << 20
 
 // call posts req to path and decodes a 2xx answer into out (if not nil), or maps the error.
 func (c *Client) call(ctx context.Context, path string, req, out any) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("client: encoding %s: %w", path, err)
+	return c.send(ctx, http.MethodPost, path, req, out)
+}
+
+// send is call by any method: req nil sends no body. Errors name path without its query.
+func (c *Client) send(ctx context.Context, method, path string, req, out any) error {
+	target := c.base + path
+	path, _, _ = strings.Cut(path, "?")
+	var body io.Reader
+	if req != nil {
+		data, err := json.Marshal(req)
+		if err != nil {
+			return fmt.Errorf("client: encoding %s: %w", path, err)
+		}
+		body = bytes.NewReader(data)
 	}
 	if _, ok := ctx.Deadline(); !ok && c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
 		return fmt.Errorf("client: %s: %w", path, err)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
+	if req != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
 	hreq.Header.Set("Accept", "application/json")
 	if c.opts.Token != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.opts.Token)

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/overrides"
+	"github.com/sluicehq/sluice/server/httpapi"
 )
 
 // exampleServer stands in for `sluice serve --allow-client-time` with the fake of the tests.
@@ -108,5 +111,37 @@ func ExampleOptions_failOpen() {
 	// Output:
 	// unavailable: true
 	// true <nil>
+	// true
+}
+
+// Move a customer to the pro plan for a week (the server needs an admin token when it has
+// tokens): its checks then say so, and other keys keep the default plan.
+func ExampleClient_SetOverride() {
+	url, stop, err := plansServer(httpapi.Options{}) // tiers: plans free (the default) and pro
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	c, _ := client.New(url, client.Options{})
+	defer c.Close()
+	ctx := context.Background()
+
+	o, err := c.SetOverride(ctx, overrides.Override{Policy: "tiers", Key: "acme", Plan: "pro", Reason: "trial"}, 7*24*time.Hour)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(o.Plan, o.Reason, o.ExpiresAt-o.UpdatedAt >= 7*24*3600*1000)
+	for _, key := range []string{"acme", "bob"} {
+		d, _ := c.Check(ctx, "tiers", key, 1)
+		fmt.Println(key, d.Plan, d.Override, d.Limit)
+	}
+	_, err = c.SetOverride(ctx, overrides.Override{Policy: "tiers", Key: "acme", Plan: "gold"}, 0)
+	fmt.Println(errors.Is(err, sluice.ErrInvalid))
+	// Output:
+	// pro trial true
+	// acme pro true 50
+	// bob free false 5
 	// true
 }
