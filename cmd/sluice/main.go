@@ -3,6 +3,7 @@
 //	sluice serve [--config FILE] [--http ADDR] [--grpc ADDR] [--store URL] [--require-store] ...
 //	sluice validate --config FILE [--store URL]
 //	sluice conformance [--vectors FILE ...] [--store URL] [FILE ...]   (flags anywhere)
+//	sluice overrides set|get|list|delete --server URL [--token T] ...
 //	sluice version
 //	sluice help
 package main
@@ -32,6 +33,7 @@ commands:
   validate     check a config file
   conformance  replay conformance vector files against a store
   simulate     compare splitting a global limit across regions evenly and by demand
+  overrides    set, get, list and delete the per-key overrides of a running sluice serve
   version      print the sluice and Go versions
   help         print this help
 
@@ -62,6 +64,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runConformance(args[1:], stdout, stderr)
 	case "simulate":
 		return runSimulate(args[1:], stdout, stderr)
+	case "overrides":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runOverrides(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "sluice %s %s\n", moduleVersion(), runtime.Version())
 		return 0
