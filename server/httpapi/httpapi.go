@@ -651,9 +651,10 @@ func (a *api) gate(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.FailOpen {
 		markFailOpen(w, d)
-	} else if pol, ok := a.srv.Limiter().Policy(policy); ok {
+	} else if pol, over, err := a.srv.Limiter().Applied(policy, key, p.now); err == nil && over == d.Override && pol.Plan() == d.Plan {
+		// The fields describe the limit the key was checked under: its override's, if it has one.
 		header.Set(w.Header(), pol, d, at)
-	} else if !d.Allowed { // reloaded away since the check: its shape is gone, its verdict stands
+	} else if !d.Allowed { // reloaded or overridden anew since the check: its verdict stands
 		w.Header().Set("Retry-After", header.RetryAfter(d))
 	}
 	status := http.StatusOK

@@ -354,6 +354,30 @@ func TestOverridesApplyToChecks(t *testing.T) {
 	}
 }
 
+// The gate's RateLimit fields describe the limit the key was checked under: its override's plan,
+// or the default plan's.
+func TestOverridesGateHeaders(t *testing.T) {
+	e, _ := startOverrides(t, httpapi.Options{})
+	wantOverride(t, e.put(overridePath("tiers", "acme"), `{"plan":"pro"}`))
+	for _, tt := range []struct{ name, key, policy, fields string }{
+		{"under the override's plan", "acme", `"tiers";q=50;w=5`, `"tiers";r=49;t=1`},
+		{"under the default plan", "other", `"tiers";q=5;w=5`, `"tiers";r=4;t=1`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.do("GET", "/v1/gate/tiers?key="+tt.key+"&now=1700000040000", "")
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			if got := r.header.Get("RateLimit-Policy"); got != tt.policy {
+				t.Errorf("RateLimit-Policy = %q, want %q", got, tt.policy)
+			}
+			if got := r.header.Get("RateLimit"); got != tt.fields {
+				t.Errorf("RateLimit = %q, want %q", got, tt.fields)
+			}
+		})
+	}
+}
+
 // TestOverrideJSON: the answer of a PUT is the override's wire form, as package overrides writes it.
 func TestOverrideJSON(t *testing.T) {
 	e, _ := startOverrides(t, httpapi.Options{})
