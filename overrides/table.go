@@ -188,7 +188,7 @@ func (t *Table) Close() {
 // (epoch ms), and its override; nil, nil when no override applies (none, expired, or its plan no
 // longer resolves): then the policy as configured does. The Override must not be modified.
 func (t *Table) Policy(policy, key string, now int64) (*sluice.Policy, *Override) {
-	pt := t.snap.Load().policies[policy]
+	pt := t.snap.Load().table(policy)
 	if pt == nil {
 		return nil, nil
 	}
@@ -698,10 +698,59 @@ func (pt *ptable) sorted() []*entry {
 
 type snapshot struct {
 	policies map[string]*ptable
+	// names has nameBit set for each policy with overrides: most checks are of policies without
+	// any, and the bit answers them without hashing the name for the map.
+	names uint64
+	// few holds the tables of policies when there are at most maxFew: comparing a few names costs
+	// less than hashing one for the map.
+	few []fewTable
+}
+
+const maxFew = 8
+
+type fewTable struct {
+	name string
+	pt   *ptable
+}
+
+// table is the ptable of policy, or nil.
+func (s *snapshot) table(policy string) *ptable {
+	if s.names&nameBit(policy) == 0 {
+		return nil
+	}
+	if len(s.policies) > maxFew {
+		return s.policies[policy]
+	}
+	for _, f := range s.few {
+		if f.name == policy {
+			return f.pt
+		}
+	}
+	return nil
+}
+
+// nameBit is a policy name's bit in snapshot.names, from its length and its end bytes.
+func nameBit(name string) uint64 {
+	if name == "" {
+		return 1
+	}
+	return 1 << ((uint(len(name))*31 + uint(name[0])*7 + uint(name[len(name)-1])) & 63)
+}
+
+// indexed is s with names and few set.
+func (s *snapshot) indexed() *snapshot {
+	s.names, s.few = 0, nil
+	for name, pt := range s.policies {
+		s.names |= nameBit(name)
+		if len(s.policies) <= maxFew {
+			s.few = append(s.few, fewTable{name, pt})
+		}
+	}
+	return s
 }
 
 func (s *snapshot) find(seed maphash.Seed, policy, key string) *entry {
-	pt := s.policies[policy]
+	pt := s.table(policy)
 	if pt == nil {
 		return nil
 	}
@@ -759,7 +808,7 @@ func (s *snapshot) change(seed maphash.Seed, policy, key string, e *entry) *snap
 	} else {
 		next.policies[policy] = pt
 	}
-	return next
+	return next.indexed()
 }
 
 // build is a snapshot of es (later entries of one policy and key win).
@@ -790,7 +839,7 @@ func build(seed maphash.Seed, es []*entry) *snapshot {
 		pt.makeFilter(filterWords(pt.n))
 		s.policies[name] = pt
 	}
-	return s
+	return s.indexed()
 }
 
 // makeFilter sets pt.filter, of words words, from its shards.
