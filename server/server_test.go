@@ -25,7 +25,7 @@ policies:
   closed-api: {strategy: fixedWindow, limit: 3, window: 1m, failMode: closed}
 `
 
-func parse(t *testing.T, text string) *config.Config {
+func parse(t testing.TB, text string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
@@ -44,7 +44,7 @@ func newServer(t *testing.T, store sluice.Store, opts server.Options) *server.Se
 	return srv
 }
 
-func memStore(t *testing.T) *memory.Store {
+func memStore(t testing.TB) *memory.Store {
 	t.Helper()
 	s := memory.New(memory.Config{Now: func() int64 { return t0 }, SweepInterval: -1})
 	t.Cleanup(func() { s.Close() })
