@@ -31,7 +31,40 @@ export interface Item {
   readonly cost?: number;
 }
 
-/** decisionFromJSON reads a decision in its JSON wire form (the HTTP API's). */
+/**
+ * What a check does when the service cannot answer (unreachable, timed out, UNAVAILABLE or 503):
+ * "open" answers an allowed decision with failOpen set and every number zero, "closed" throws
+ * ServiceUnavailableError. Calls that admit nothing (peek, forecast, refund, reset) always throw.
+ */
+export type FailMode = "open" | "closed";
+
+/** Options of one call: now pins the instant (epoch ms) to decide at; the service must allow it. */
+export interface CallOptions {
+  readonly now?: number;
+}
+
+/**
+ * A Backend is one door to sluice's limiter: every method answers as sluice.Limiter's method of
+ * the same name does, whatever the door. Costs default to 1.
+ */
+export interface Backend {
+  check(policy: string, key: string, cost?: number, opts?: CallOptions): Promise<Decision>;
+  checkMany(policy: string, keys: readonly string[], cost?: number, opts?: CallOptions): Promise<Decision[]>;
+  checkAll(items: readonly Item[], opts?: CallOptions): Promise<Decision>;
+  peek(policy: string, key: string, opts?: CallOptions): Promise<Decision>;
+  forecast(policy: string, key: string, cost?: number, opts?: CallOptions): Promise<Forecast>;
+  refund(policy: string, key: string, cost?: number, opts?: CallOptions): Promise<void>;
+  reset(policy: string, key: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The subset of a Backend the middleware needs. */
+export type Checker = Pick<Backend, "check">;
+
+/**
+ * decisionFromJSON reads a decision in its JSON wire form (the HTTP API's; the gRPC door's
+ * messages, loaded with camel-case names, read alike). An allowed decision has deniedBy -1.
+ */
 export function decisionFromJSON(d: Record<string, unknown>): Decision {
   const allowed = Boolean(d.allowed);
   return Object.freeze({
@@ -40,7 +73,7 @@ export function decisionFromJSON(d: Record<string, unknown>): Decision {
     remaining: Number(d.remaining ?? 0),
     resetAt: Number(d.resetAt ?? 0),
     retryAfterMs: Number(d.retryAfterMs ?? 0),
-    deniedBy: Number(d.deniedBy ?? (allowed ? -1 : 0)),
+    deniedBy: allowed ? -1 : Number(d.deniedBy ?? 0),
     parts: Object.freeze(((d.parts as Record<string, unknown>[] | undefined) ?? []).map(decisionFromJSON)),
     failOpen: Boolean(d.failOpen),
     override: Boolean(d.override),
@@ -54,4 +87,55 @@ export function forecastFromJSON(d: Record<string, unknown>): Forecast {
     nextReplenishAt: Number(d.nextReplenishAt ?? 0),
     fullAt: Number(d.fullAt ?? 0),
   });
+}
+
+/**
+ * failOpenDecision is the answer of a check that no limit decided: allowed, failOpen, every number
+ * zero. With parts > 0 it holds that many such parts (one per item of a checkAll).
+ */
+export function failOpenDecision(parts = 0): Decision {
+  const one = (p: readonly Decision[]): Decision =>
+    Object.freeze({
+      allowed: true,
+      limit: 0,
+      remaining: 0,
+      resetAt: 0,
+      retryAfterMs: 0,
+      deniedBy: -1,
+      parts: Object.freeze(p),
+      failOpen: true,
+      override: false,
+      plan: "",
+    });
+  return one(Array.from({ length: parts }, () => one([])));
+}
+
+/**
+ * combine folds the decisions of several parts into one, as Go's sluice.Combine: the first denying
+ * part binds (then the one with the longest retry, then the least remaining); when all allow, the
+ * one with the least remaining. The result carries the binding part's fields, all the parts, and
+ * deniedBy the binding index (or -1 when allowed).
+ */
+export function combine(parts: readonly Decision[]): Decision {
+  let bind = -1;
+  let allowed = true;
+  parts.forEach((d, i) => {
+    const b = bind >= 0 ? parts[bind] : undefined;
+    if (!d.allowed) {
+      if (allowed || b === undefined) {
+        allowed = false;
+        bind = i;
+      } else if (d.retryAfterMs > b.retryAfterMs || (d.retryAfterMs === b.retryAfterMs && d.remaining < b.remaining)) {
+        bind = i;
+      }
+    } else if (allowed && (b === undefined || d.remaining < b.remaining)) {
+      bind = i;
+    }
+  });
+  const frozen = Object.freeze([...parts]);
+  const b = bind >= 0 ? parts[bind] : undefined;
+  if (b === undefined) {
+    return Object.freeze({ ...failOpenDecision(), failOpen: false, parts: frozen });
+  }
+  return Object.freeze({ ...b, parts: frozen, deniedBy: allowed ? -1 : bind });
 }
