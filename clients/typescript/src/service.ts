@@ -82,9 +82,10 @@ function rateLimiter(): grpc.ServiceClientConstructor {
  * (its field read from the message), NOT_FOUND to PolicyNotFoundError, UNIMPLEMENTED to
  * OperationNotSupportedError, UNAUTHENTICATED and PERMISSION_DENIED to UnauthenticatedError, and
  * what says the service could not answer (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN) to
- * ServiceUnavailableError, failMode "closed" when the server's header metadata says so.
+ * ServiceUnavailableError, failMode "closed" when the server's metadata (header, given apart, or
+ * trailers) says so.
  */
-export function errorFromStatus(err: grpc.ServiceError): SluiceError {
+export function errorFromStatus(err: grpc.ServiceError, header?: grpc.Metadata): SluiceError {
   const msg = err.details || err.message;
   switch (err.code) {
     case grpc.status.INVALID_ARGUMENT:
@@ -100,7 +101,9 @@ export function errorFromStatus(err: grpc.ServiceError): SluiceError {
     case grpc.status.DEADLINE_EXCEEDED:
     case grpc.status.INTERNAL:
     case grpc.status.UNKNOWN: {
-      const closed = err.metadata?.get("sluice-fail-mode")[0] === "closed";
+      // The server sends sluice-fail-mode in the header metadata; a trailers-only answer in the trailers.
+      const mode = [header, err.metadata].map((md) => md?.get("sluice-fail-mode")[0]);
+      const closed = mode.includes("closed");
       return new ServiceUnavailableError(`sluice: ${msg}`, { cause: err, ...(closed ? { failMode: "closed" } : {}) });
     }
     default:
@@ -209,10 +212,12 @@ export class ServiceBackend implements Backend {
     }
     return new Promise((resolve, reject) => {
       const deadline = Date.now() + this.timeoutMs;
-      fn.call(this.client, req, this.metadata, { deadline }, (err, res) => {
-        if (err) reject(errorFromStatus(err));
+      let header: grpc.Metadata | undefined;
+      const call = fn.call(this.client, req, this.metadata, { deadline }, (err, res) => {
+        if (err) reject(errorFromStatus(err, header));
         else resolve(res);
       });
+      call.on("metadata", (md: grpc.Metadata) => (header = md));
     });
   }
 }
