@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ._types import Decision, Forecast
+from ._types import FAIL_MODES, MAX_KEY_LEN, Decision, Forecast, check_cost, check_key, check_now
 from .errors import InvalidArgumentError, ServiceUnavailableError
 from .strategies import Strategy
 
@@ -50,9 +50,6 @@ __all__ = ["RedisBackend", "DEFAULT_PREFIX", "MAX_KEY_LEN", "LUA_DIR", "script_s
 
 #: The Go store's default key prefix (redisstore.Config.Prefix).
 DEFAULT_PREFIX = "sluice"
-
-#: The longest key, in bytes, a check accepts (sluice.MaxKeyLen).
-MAX_KEY_LEN = 1024
 
 #: The Go store's default TTL slack in ms (redisstore.Config.TTLSlack).
 DEFAULT_TTL_SLACK_MS = 1000
@@ -161,39 +158,17 @@ def _check_policy_name(name: object) -> str:
     return name
 
 
-def _check_key(key: object, field: str = "key") -> str:
-    """key, if a check accepts it: a non-empty string of at most MAX_KEY_LEN bytes in UTF-8."""
-    if not isinstance(key, str):
-        raise InvalidArgumentError(field, f"must be a string, got {type(key).__name__}")
-    if key == "":
-        raise InvalidArgumentError(field, "must not be empty")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidArgumentError(field, "must be valid UTF-8") from None
-    if size > MAX_KEY_LEN:
-        raise InvalidArgumentError(field, f"is {size} bytes, more than {MAX_KEY_LEN}")
-    return key
-
-
 def _check_cost(cost: object, most: int, policy: str) -> int:
-    """cost, if an int from 1 to most (the strategy's ceiling for checks)."""
-    if isinstance(cost, bool) or not isinstance(cost, int):
-        raise InvalidArgumentError("cost", f"must be an integer, got {cost!r}")
-    if cost < 1:
-        raise InvalidArgumentError("cost", f"must be at least 1, got {cost}")
-    if cost > most:
-        raise InvalidArgumentError("cost", f"{cost} exceeds {most}, the most policy {policy!r} can ever admit")
-    return cost
+    """cost, if an int from 1 to most (the strategy's ceiling, for checks and forecasts)."""
+    c = check_cost(cost)
+    if c > most:
+        raise InvalidArgumentError("cost", f"{c} exceeds {most}, the most policy {policy!r} can ever admit")
+    return c
 
 
-def _now_arg(now: object) -> str:
-    """ARGV[1]: now in epoch ms, or "0" (Redis's clock) for None."""
-    if now is None:
-        return "0"
-    if isinstance(now, bool) or not isinstance(now, int) or now < 1:
-        raise InvalidArgumentError("now", f"must be None (Redis's clock) or epoch ms above 0, got {now!r}")
-    return str(now)
+def _now_arg(now: Optional[int]) -> str:
+    """ARGV[1]: now in epoch ms; "0", Redis's clock, for None (or 0, as Go's WithNow reads it)."""
+    return str(check_now(now))
 
 
 def _decision(v: Sequence[int]) -> Decision:
@@ -238,7 +213,7 @@ class RedisBackend:
     ) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidArgumentError("strategy", f"must be a sluice strategy, got {type(strategy).__name__}")
-        if fail_mode not in ("open", "closed"):
+        if fail_mode not in FAIL_MODES:
             raise InvalidArgumentError("fail_mode", f"must be open or closed, got {fail_mode!r}")
         if not isinstance(prefix, str):
             raise InvalidArgumentError("prefix", f"must be a string, got {type(prefix).__name__}")
@@ -270,7 +245,7 @@ class RedisBackend:
 
     def check(self, key: str, cost: int = 1, *, now: Optional[int] = None) -> Decision:
         """Consumes cost units for key if the limit allows them: one atomic script."""
-        name = self.redis_key(_check_key(key))
+        name = self.redis_key(check_key(key))
         args = self._args(_now_arg(now), "1", _check_cost(cost, self.strategy.ceiling, self.policy_name))
         try:
             v = self._run("check", [name], args)
@@ -287,7 +262,7 @@ class RedisBackend:
         """
         if isinstance(keys, (str, bytes)):
             raise InvalidArgumentError("keys", "must be a sequence of keys, not one key")
-        names = [self.redis_key(_check_key(k, f"keys[{i}]")) for i, k in enumerate(keys)]
+        names = [self.redis_key(check_key(k, f"keys[{i}]")) for i, k in enumerate(keys)]
         args = self._args(_now_arg(now), "1", _check_cost(cost, self.strategy.ceiling, self.policy_name))
         if not names:
             return []
@@ -301,25 +276,25 @@ class RedisBackend:
 
     def peek(self, key: str, *, now: Optional[int] = None) -> Decision:
         """What a check of cost 1 would answer now, consuming nothing."""
-        name = self.redis_key(_check_key(key))
+        name = self.redis_key(check_key(key))
         return _decision(self._run("peek", [name], self._args(_now_arg(now), "1", 1)))
 
     def forecast(self, key: str, cost: int = 1, *, now: Optional[int] = None) -> Forecast:
         """How many checks of cost would pass now, when the next one will, and when key is full."""
-        name = self.redis_key(_check_key(key))
+        name = self.redis_key(check_key(key))
         args = self._args(_now_arg(now), "1", _check_cost(cost, self.strategy.ceiling, self.policy_name))
         v = self._run("forecast", [name], args)
         return Forecast(spendable_now=int(v[0]), next_replenish_at=int(v[1]), full_at=int(v[2]))
 
     def refund(self, key: str, cost: int, *, now: Optional[int] = None) -> None:
         """Gives cost units back to key, never past the ceiling (sliding windows: from the newest)."""
-        name = self.redis_key(_check_key(key))
+        name = self.redis_key(check_key(key))
         args = self._args(_now_arg(now), "0", _check_cost(cost, _MAX_INT64, self.policy_name))
         self._run("refund", [name], args)
 
     def reset(self, key: str) -> None:
         """Forgets key: its next check starts from a full budget."""
-        name = self.redis_key(_check_key(key))
+        name = self.redis_key(check_key(key))
         try:
             self._client.delete(name)
         except Exception as err:  # noqa: BLE001 - any client failure is the store's

@@ -48,6 +48,9 @@ Number = Union[int, float]
 #: Every numeric parameter is at most 2^53: past it a float64 no longer counts whole units.
 MAX_PARAM = float(1 << 53)
 
+# The longest time.Duration, in ns: header.Window's cap.
+_MAX_DURATION_NS = (1 << 63) - 1
+
 #: The most buckets a sliding window may have.
 MAX_BUCKETS = 4096
 
@@ -79,14 +82,10 @@ def _at_least(field: str, value: object, lo: float) -> float:
 
 
 def _whole(field: str, value: object) -> int:
-    """value as a Go int: an int (a bool is not one), or a float holding a whole number."""
-    if isinstance(value, bool):
+    """value, if it is a Go int: an int (not a bool, nor a float, which Go's JSON refuses too)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentError(field, f"must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    raise InvalidArgumentError(field, f"must be a whole number, got {value!r}")
+    return value
 
 
 def _arg(x: float) -> str:
@@ -96,10 +95,11 @@ def _arg(x: float) -> str:
 
 def _header_window_ms(ms: float) -> float:
     """header.Window's rounding: ms rounded up to a whole nanosecond; 0 when not positive."""
-    ns = math.ceil(ms * 1e6) if math.isfinite(ms) else ms
-    if not (ns > 0):
+    if math.isnan(ms) or not (ms > 0):
         return 0.0
-    return ns / 1e6
+    if ms * 1e6 >= _MAX_DURATION_NS:
+        return _MAX_DURATION_NS / 1e6
+    return math.ceil(ms * 1e6) / 1e6
 
 
 class Strategy:
@@ -258,11 +258,10 @@ class SlidingWindow(Strategy):
         _at_least("limit", self.limit, 1)
         window = _at_least("windowMs", self.window_ms, 1)
         buckets = _whole("buckets", self.buckets)
-        if buckets < 1 or float(buckets) > window or buckets > MAX_BUCKETS:
+        if buckets < 1 or buckets > MAX_BUCKETS or float(buckets) > window:
             raise InvalidArgumentError(
                 "buckets", f"must be from 1 to {MAX_BUCKETS} and at most windowMs, got {self.buckets!r}"
             )
-        object.__setattr__(self, "buckets", buckets)
 
     @property
     def ceiling(self) -> int:
