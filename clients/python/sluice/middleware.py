@@ -88,11 +88,9 @@ def rate_limit_headers(policy: str, d: Decision, now_ms: int, window_ms: float =
     return out
 
 
-def _problem(status: int, title: str, detail: str, retry_after_ms: Optional[int] = None) -> bytes:
+def _problem(status: int, title: str, detail: str, retry_after_ms: int = 0) -> bytes:
     """A problem+json body (RFC 9457) as Go's middleware writes it, newline included."""
-    p: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    if retry_after_ms is not None:
-        p["retryAfterMs"] = retry_after_ms
+    p = {"type": "about:blank", "title": title, "status": status, "detail": detail, "retryAfterMs": retry_after_ms}
     return (json.dumps(p, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
 
