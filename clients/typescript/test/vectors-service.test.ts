@@ -98,3 +98,62 @@ describe("conformance vectors through sluice serve", () => {
     }
   });
 });
+
+describe("both doors answer alike", () => {
+  let serve: Serve;
+  const T = 1_700_000_000_000;
+  before(async () => {
+    serve = await startServe({
+      config: {
+        policies: {
+          duo: {
+            limits: [
+              { name: "requests", unit: "request", strategy: "slidingWindow", limit: 3, windowMs: 10000, buckets: 10 },
+              { name: "tokens", strategy: "tokenBucket", capacity: 20, refillPerSec: 2 },
+            ],
+          },
+          plans: {
+            plans: { free: { strategy: "gcra", limit: 2, periodMs: 1000, burst: 2 }, pro: { strategy: "gcra", limit: 10, periodMs: 1000, burst: 10 } },
+            plan: "free",
+          },
+          log: { strategy: "slidingWindowLog", limit: 2, windowMs: 5000 },
+        },
+      },
+    });
+  });
+  after(() => serve?.stop());
+
+  /** script runs one sequence of every call on b under keys prefixed by prefix, and returns the answers. */
+  const script = async (b: Backend, p: string): Promise<unknown[]> => {
+    const out: unknown[] = [];
+    for (let i = 0; i < 5; i++) {
+      const now = { now: T + i * 700 };
+      out.push(await b.check("duo", `${p}k`, 6, now));
+      out.push(await b.check("plans", `${p}k`, 1, now));
+      out.push(await b.checkMany("log", [`${p}a`, `${p}b`], 1, now));
+      out.push(await b.checkAll([{ policy: "duo", key: `${p}x`, cost: 5 }, { policy: "plans", key: `${p}x` }, { policy: "log", key: `${p}x` }], now));
+      out.push(await b.peek("duo", `${p}k`, now));
+      out.push(await b.forecast("duo", `${p}k`, 3, now));
+      out.push(await b.peek("plans", `${p}x`, now));
+    }
+    await b.refund("duo", `${p}k`, 4, { now: T + 4000 });
+    out.push(await b.peek("duo", `${p}k`, { now: T + 4000 }));
+    await b.reset("duo", `${p}k`);
+    out.push(await b.peek("duo", `${p}k`, { now: T + 4000 }));
+    return JSON.parse(JSON.stringify(out)) as unknown[];
+  };
+
+  test("every call of one script, field for field", async () => {
+    const svc = new ServiceBackend(serve.grpcTarget, { timeoutMs: 5000 });
+    const http = new HttpBackend(serve.httpUrl, { timeoutMs: 5000 });
+    try {
+      const [a, b] = [await script(svc, "grpc:"), await script(http, "http:")];
+      assert.equal(a.length, 37);
+      assert.deepEqual(b, a);
+      assert.ok(a.some((d) => (d as Decision).allowed === false), "the script reaches denials");
+    } finally {
+      await svc.close();
+      await http.close();
+    }
+  });
+});
