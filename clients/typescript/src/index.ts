@@ -1,5 +1,7 @@
-// @sluicehq/sluice: clients of sluice's limiter. Every door (gRPC, HTTP JSON, Redis) is a Backend
-// answering the same Decision for the same checks, and throwing the same typed errors.
+// @sluicehq/sluice: clients of sluice's limiter. Every door answers the same Decision for the same
+// checks and throws the same typed errors: ServiceBackend (gRPC) and HttpBackend (HTTP JSON) are
+// Backends of a sluice serve, naming the policy on each call; RedisBackend decides one policy's
+// checks in the Go store's Redis itself.
 
 export * from "./errors.js";
 export * from "./types.js";
@@ -7,5 +9,6 @@ export { MAX_KEY_LEN, DEFAULT_TIMEOUT_MS, type DoorOptions } from "./util.js";
 export { ServiceBackend, errorFromStatus, protoPath, type ServiceOptions } from "./service.js";
 export { HttpBackend, errorFromResponse } from "./http.js";
 export * from "./middleware.js";
-// The Redis door: src/redis.ts and src/strategies.ts (another engineer's, not yet in the tree) will
-// be exported here with `export * from "./strategies.js"; export { RedisBackend } from "./redis.js";`.
+// The Redis door: the Go store's own Lua scripts run on its own keys, and the strategies it takes.
+export * from "./strategies.js";
+export { RedisBackend } from "./redis.js";
