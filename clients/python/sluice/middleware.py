@@ -24,7 +24,7 @@ import asyncio
 import inspect
 import json
 import time
-from typing import Any, Awaitable, Callable, Iterable, List, Mapping, MutableMapping, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Iterable, List, Mapping, MutableMapping, Optional, Tuple, Union, cast
 
 from ._types import MAX_KEY_LEN, Decision
 from .errors import ServiceUnavailableError
@@ -271,9 +271,10 @@ class ASGIMiddleware:
     async def _check(self, key: str, cost: int) -> Decision:
         check = self._gate.backend.check
         if inspect.iscoroutinefunction(check):
-            return await check(self._gate.policy, key, cost)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, check, self._gate.policy, key, cost)
+            d = await check(self._gate.policy, key, cost)
+        else:
+            d = await asyncio.get_running_loop().run_in_executor(None, check, self._gate.policy, key, cost)
+        return cast(Decision, d)
 
     async def __call__(
         self,

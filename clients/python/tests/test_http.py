@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -41,7 +41,7 @@ class Fake(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
     requests: List[Tuple[str, Dict[str, Any], Dict[str, str]]] = []
-    connections: set = set()
+    connections: Set[Tuple[str, int]] = set()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -129,7 +129,7 @@ class Pinned:
         self.keys: List[str] = []
 
     def check(self, policy: str, key: str, cost: int = 1) -> Decision:
-        d = self.inner.check(policy, key, cost, now=NOW)
+        d: Decision = self.inner.check(policy, key, cost, now=NOW)
         self.decisions.append(d)
         self.keys.append(key)
         return d
@@ -141,9 +141,11 @@ class Fixed:
     def __init__(self, d: Optional[Decision] = None, err: Optional[Exception] = None) -> None:
         self.d, self.err = d, err
         self.calls = 0
+        self.keys: List[str] = []
 
     def check(self, policy: str, key: str, cost: int = 1) -> Decision:
         self.calls += 1
+        self.keys.append(key)
         if self.err is not None:
             raise self.err
         assert self.d is not None
@@ -261,15 +263,18 @@ def test_unavailable_is_503_closed(kind: str, go_middleware: Any) -> None:
 def test_keys(kind: str) -> None:
     cls, app, call = KINDS[kind]
     allowed = Decision(allowed=True, limit=5, remaining=4, reset_at=CLOCK + 1000)
-    backend = Pinned(Fixed(allowed))
-    backend.inner.check = lambda policy, key, cost, now=None: allowed  # type: ignore[method-assign]
+    backend = Fixed(allowed)
     call(cls(app, backend, "p"), remote="192.0.2.7")
     call(cls(app, backend, "p", key="X-User"), {"X-User": "alice"})
     call(cls(app, backend, "p", key=lambda req: "fn"))
     assert backend.keys == ["192.0.2.7", "alice", "fn"]
     # No key: a 400, and nothing checked.
-    for mw, headers in ((cls(app, backend, "p", key="X-User"), {}), (cls(app, backend, "p", key="X-User"), {"X-User": "k" * 1025}),
-                        (cls(app, backend, "p", key=lambda req: None), {})):
+    no_key: List[Tuple[Any, Dict[str, str]]] = [
+        (cls(app, backend, "p", key="X-User"), {}),
+        (cls(app, backend, "p", key="X-User"), {"X-User": "k" * 1025}),
+        (cls(app, backend, "p", key=lambda req: None), {}),
+    ]
+    for mw, headers in no_key:
         status, hs, body = call(mw, headers)
         assert status == 400 and hs["content-type"] == "application/problem+json"
     assert len(backend.keys) == 3

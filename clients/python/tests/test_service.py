@@ -3,11 +3,10 @@ the gRPC door's mapping of statuses against a fake RateLimiter of its own."""
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from concurrent import futures
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, List
 
 import grpc
 import pytest
@@ -176,7 +175,10 @@ def test_fail_open_when_unreachable(door: str) -> None:
         d = b.check_all([Item("two", "a"), Item("two", "b")])
         assert d.allowed and d.fail_open and d.parts == (Decision(allowed=True, fail_open=True),) * 2
         # Peek, forecast, refund and reset admit nothing: they never fail open.
-        for call in (lambda: b.peek("two", "k"), lambda: b.forecast("two", "k"), lambda: b.refund("two", "k"), lambda: b.reset("two", "k")):
+        calls: List[Callable[[], object]] = [
+            lambda: b.peek("two", "k"), lambda: b.forecast("two", "k"), lambda: b.refund("two", "k"), lambda: b.reset("two", "k"),
+        ]
+        for call in calls:
             with pytest.raises(ServiceUnavailableError):
                 call()
 
@@ -184,7 +186,10 @@ def test_fail_open_when_unreachable(door: str) -> None:
 @pytest.mark.parametrize("door", ["grpc", "http"])
 def test_fail_closed_when_unreachable(door: str) -> None:
     with make_backend(door, f"127.0.0.1:{closed_port()}", fail_mode="closed", timeout=0.5) as b:
-        for call in (lambda: b.check("two", "k"), lambda: b.check_many("two", ["a"]), lambda: b.check_all([Item("two", "a")])):
+        calls: List[Callable[[], object]] = [
+            lambda: b.check("two", "k"), lambda: b.check_many("two", ["a"]), lambda: b.check_all([Item("two", "a")]),
+        ]
+        for call in calls:
             with pytest.raises(ServiceUnavailableError):
                 call()
 
@@ -212,7 +217,7 @@ def test_channel_is_reused(service: serve_mod.Serve) -> None:
 # A fake RateLimiter, for the statuses and fields a memory-store serve never answers.
 
 
-class FakeLimiter(pb_grpc.RateLimiterServicer):
+class FakeLimiter(pb_grpc.RateLimiterServicer):  # type: ignore[misc]
     """Answers by key: "open" a server's fail-open decision, "down" UNAVAILABLE, "unimpl"
     UNIMPLEMENTED, "slow" after 2 s; anything else a denial with parts."""
 
