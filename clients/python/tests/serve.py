@@ -87,10 +87,12 @@ def start_serve(
     tokens: Optional[Sequence[str]] = None,
     args: Sequence[str] = (),
     ready_timeout: float = 30.0,
+    ready_path: str = "/readyz",
 ) -> Serve:
     """Start binary serve with config (a mapping, written as JSON, which is YAML), on free
     ports, with --allow-client-time; tokens (lines such as "admin:T" or "check:T") go to a token
-    file. Returns once /readyz answers 200; raises (with the log) if it never does."""
+    file. Returns once ready_path (/readyz; /healthz for a store meant to be down) answers 200;
+    raises (with the log) if it never does."""
     work_dir = pathlib.Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     cfg = work_dir / "sluice.yaml"
@@ -109,17 +111,17 @@ def start_serve(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work_dir)
     srv = Serve(proc, f"http://127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", log_path, list(tokens or ()))
-    _wait_ready(srv, ready_timeout)
+    _wait_ready(srv, ready_timeout, ready_path)
     return srv
 
 
-def _wait_ready(srv: Serve, timeout: float) -> None:
+def _wait_ready(srv: Serve, timeout: float, path: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if srv.process.poll() is not None:
             raise RuntimeError(f"sluice serve exited {srv.process.returncode}:\n{srv.log()}")
         try:
-            with urllib.request.urlopen(srv.http_url + "/readyz", timeout=1) as resp:
+            with urllib.request.urlopen(srv.http_url + path, timeout=1) as resp:
                 if resp.status == 200:
                     return
         except (urllib.error.URLError, OSError):

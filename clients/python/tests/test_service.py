@@ -287,3 +287,45 @@ def test_fake_every_field(fake: str) -> None:
         allowed=False, limit=5, remaining=0, reset_at=9, retry_after_ms=7, denied_by=1, plan="pro", override=True,
         parts=(Decision(allowed=True, limit=9, remaining=3), Decision(allowed=False, limit=5, denied_by=0)),
     )
+
+
+# A real serve whose store is down: its own fail modes, through both doors.
+
+
+@pytest.fixture(scope="module")
+def store_down(sluice_binary: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[serve_mod.Serve]:
+    """A sluice serve over a Redis nothing listens on: "lenient" fails open, "strict" closed."""
+    config = {
+        "store": f"redis://127.0.0.1:{closed_port()}",
+        "storeTimeout": "100ms",
+        "policies": {
+            "lenient": {"strategy": "gcra", "limit": 10, "periodMs": 1000, "burst": 5, "failMode": "open"},
+            "strict": {"strategy": "gcra", "limit": 10, "periodMs": 1000, "burst": 5, "failMode": "closed"},
+        },
+    }
+    srv = serve_mod.start_serve(sluice_binary, config, tmp_path_factory.mktemp("down"), ready_path="/healthz")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("door", ["grpc", "http"])
+@pytest.mark.parametrize("mode", ["open", "closed"])
+def test_servers_own_fail_open_passes_through(door: str, mode: str, store_down: serve_mod.Serve) -> None:
+    with make_backend(door, target(door, store_down), fail_mode=mode, timeout=5) as b:
+        assert b.check("lenient", "k") == Decision(allowed=True, fail_open=True)
+        assert b.check_many("lenient", ["a", "b"]) == [Decision(allowed=True, fail_open=True)] * 2
+        d = b.check_all([Item("lenient", "a"), Item("lenient", "b")])
+        assert d.allowed and d.fail_open
+
+
+@pytest.mark.parametrize("door", ["grpc", "http"])
+def test_servers_fail_closed_meets_the_clients_mode(door: str, store_down: serve_mod.Serve) -> None:
+    with make_backend(door, target(door, store_down), fail_mode="closed", timeout=5) as b:
+        with pytest.raises(ServiceUnavailableError):
+            b.check("strict", "k")
+        with pytest.raises(ServiceUnavailableError):
+            b.peek("lenient", "k")  # a peek has no fail mode
+    with make_backend(door, target(door, store_down), fail_mode="open", timeout=5) as b:
+        assert b.check("strict", "k") == Decision(allowed=True, fail_open=True)
