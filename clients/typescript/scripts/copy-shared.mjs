@@ -1,18 +1,27 @@
-// Copies the repository's one definition of the API, proto/sluice/v1/sluice.proto, into this
-// package (proto/sluice/v1/sluice.proto) before every build, so that a packed tarball carries it.
-// The copy is not committed (.gitignore): the repository's file stays the only source.
-import { copyFileSync, existsSync, mkdirSync } from "node:fs";
+// Copies what the package shares with the Go code into it before every build, so that a packed
+// tarball carries it: the repository's one definition of the gRPC API, proto/sluice/v1/sluice.proto
+// (read by src/service.ts), into proto/sluice/v1/, and the Go Redis store's Lua scripts,
+// store/redis/lua/*.lua (run by src/redis.ts), into lua/. The copies are not committed
+// (.gitignore): the repository's files stay the only source. Outside the repository (an unpacked
+// tarball), the copies already there are kept.
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), "..");
-const from = join(pkg, "..", "..", "proto", "sluice", "v1", "sluice.proto");
-const to = join(pkg, "proto", "sluice", "v1", "sluice.proto");
+const repo = join(pkg, "..", "..");
 
-if (existsSync(from)) {
-  mkdirSync(dirname(to), { recursive: true });
-  copyFileSync(from, to);
-} else if (!existsSync(to)) {
-  console.error(`copy-proto: neither ${from} nor ${to} exists`);
-  process.exit(1);
+/** copy replaces dir `to` with the files of `from` that keep(name) accepts. */
+function copy(from, to, keep) {
+  if (!existsSync(from)) {
+    if (existsSync(to)) return;
+    console.error(`copy-shared: neither ${from} nor ${to} exists`);
+    process.exit(1);
+  }
+  rmSync(to, { recursive: true, force: true });
+  mkdirSync(to, { recursive: true });
+  for (const name of readdirSync(from).filter(keep)) copyFileSync(join(from, name), join(to, name));
 }
+
+copy(join(repo, "proto", "sluice", "v1"), join(pkg, "proto", "sluice", "v1"), (n) => n === "sluice.proto");
+copy(join(repo, "store", "redis", "lua"), join(pkg, "lua"), (n) => n.endsWith(".lua"));
