@@ -16,7 +16,16 @@ import { fileURLToPath } from "node:url";
 
 import { InvalidArgumentError, ServiceUnavailableError } from "./errors.js";
 import type { CallOptions, Decision, FailMode, Forecast } from "./types.js";
-import { goFloat, maxCost, type Strategy } from "./strategies.js";
+import {
+  FixedWindow,
+  Gcra,
+  goFloat,
+  maxCost,
+  SlidingWindow,
+  SlidingWindowLog,
+  TokenBucket,
+  type Strategy,
+} from "./strategies.js";
 import { checkCost, checkKey, checkNow, FailPolicy } from "./util.js";
 
 /** The Go store's default key prefix (redisstore.Config.Prefix). */
@@ -175,7 +184,7 @@ export function script(op: Op, kind: Strategy["kind"], dir: string = findLuaDir(
 
 // ---- Keys and arguments ----
 
-/** validPolicyName is Go's validName: 1 to 128 bytes of letters, digits and -_.:/ . */
+/** checkPolicyName is Go's validName: 1 to 128 bytes of letters, digits and -_.:/ . */
 function checkPolicyName(name: string): void {
   if (typeof name !== "string" || name.length === 0 || name.length > 128) {
     throw new InvalidArgumentError("policy", `name must be 1 to 128 bytes, got ${typeof name === "string" ? name.length : 0}`);
@@ -218,6 +227,28 @@ function limitDefs(s: Strategy): string[] {
   return [letters[s.kind].letter, ...p, ...Array<string>(6 - p.length).fill("0")];
 }
 
+/**
+ * revalidate returns s built again by its kind's constructor, so that a strategy object not made
+ * by one (a plain object with a kind) is validated as the constructors validate.
+ */
+function revalidate(s: Strategy): Strategy {
+  if (typeof s !== "object" || s === null || !Object.hasOwn(letters, s.kind)) {
+    throw new InvalidArgumentError("strategy", "must be one of Gcra, TokenBucket, FixedWindow, SlidingWindow, SlidingWindowLog");
+  }
+  switch (s.kind) {
+    case "gcra":
+      return Gcra(s.limit, s.periodMs, s.burst);
+    case "tokenBucket":
+      return TokenBucket(s.capacity, s.refillPerSec);
+    case "fixedWindow":
+      return FixedWindow(s.limit, s.windowMs);
+    case "slidingWindow":
+      return SlidingWindow(s.limit, s.windowMs, s.buckets);
+    case "slidingWindowLog":
+      return SlidingWindowLog(s.limit, s.windowMs);
+  }
+}
+
 /** decision is a step's decision from the five integers a check or peek replies. */
 function decision(n: readonly number[]): Decision {
   const allowed = n[0] === 1;
@@ -237,10 +268,10 @@ function decision(n: readonly number[]): Decision {
 
 /** integers reads a script's reply, an array of integers, n of them. */
 function integers(reply: unknown, n: number): number[] {
-  if (!Array.isArray(reply) || reply.length !== n || !reply.every((v) => typeof v === "number" || typeof v === "string")) {
+  if (!Array.isArray(reply) || reply.length !== n || !reply.every((v) => Number.isInteger(v))) {
     throw new ServiceUnavailableError(`sluice: redis store: unexpected script reply ${JSON.stringify(reply)}, want ${n} integers`);
   }
-  return reply.map(Number);
+  return reply as number[];
 }
 
 /** The SHAs each client has had loaded (SCRIPT LOAD), so each script is loaded once per client. */
@@ -264,9 +295,7 @@ export class RedisBackend {
 
   constructor(client: RedisClient, policyName: string, strategy: Strategy, options: RedisBackendOptions = {}) {
     checkPolicyName(policyName);
-    if (!strategy || !Object.hasOwn(letters, strategy.kind)) {
-      throw new InvalidArgumentError("strategy", "must be one of Gcra, TokenBucket, FixedWindow, SlidingWindow, SlidingWindowLog");
-    }
+    strategy = revalidate(strategy);
     const failMode = options.failMode ?? "closed";
     this.#fail = new FailPolicy(failMode);
     this.#client = client;

@@ -36,6 +36,7 @@ const ci = process.env.CI === "true";
 /** connect returns a client of the test Redis, or undefined (a skip) when none answers outside CI. */
 async function connect(): Promise<Redis | undefined> {
   const client = new Redis(redisURL, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => null });
+  client.on("error", () => {}); // connect() rejects with it
   try {
     await client.connect();
     await client.ping();
@@ -354,6 +355,8 @@ describe("RedisBackend refuses bad input before sending anything", () => {
     ["policy name with a space", async () => new RedisBackend(never, "my api", Gcra(1, 1000, 1)), "policy"],
     ["policy name of 129 bytes", async () => new RedisBackend(never, "p".repeat(129), Gcra(1, 1000, 1)), "policy"],
     ["failMode maybe", async () => new RedisBackend(never, "api", Gcra(1, 1000, 1), { failMode: "maybe" as "open" }), "failMode"],
+    ["a strategy of unknown kind", async () => new RedisBackend(never, "api", { kind: "leaky" } as unknown as Strategy), "strategy"],
+    ["a strategy object not made valid", async () => new RedisBackend(never, "api", { ...Gcra(1, 1000, 1), burst: 0 }), "burst"],
   ];
   for (const [name, run, field] of cases) {
     test(`${name}: InvalidArgumentError on ${field}`, async () => {
@@ -369,7 +372,9 @@ describe("RedisBackend refuses bad input before sending anything", () => {
 describe("RedisBackend when Redis fails", () => {
   /** dead is an ioredis client of a port nothing listens on, which fails every command at once. */
   function dead(): Redis {
-    return new Redis({ host: "127.0.0.1", port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const client = new Redis({ host: "127.0.0.1", port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {}); // each command rejects with it
+    return client;
   }
 
   test("fail mode closed: every operation throws ServiceUnavailableError", async () => {

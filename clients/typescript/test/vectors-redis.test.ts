@@ -19,6 +19,7 @@ import { repoRoot } from "./serve.js";
 async function connect(): Promise<Redis | undefined> {
   const url = process.env.SLUICE_REDIS_URL || "redis://127.0.0.1:6379";
   const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => null });
+  client.on("error", () => {}); // connect() rejects with it
   try {
     await client.connect();
     await client.ping();
