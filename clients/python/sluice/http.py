@@ -159,8 +159,8 @@ class HttpBackend:
             except (OSError, http.client.HTTPException, socket.timeout) as err:
                 conn.close()
                 raise ServiceUnavailableError(f"{path}: {err!r}") from err
-            if resp.will_close:
-                conn.close()
+            if resp.will_close or not resp.isclosed():
+                conn.close()  # the server ends it, or an answer too long was left unread
             else:
                 self._give_back(conn)
             return resp.status, data

@@ -202,7 +202,9 @@ class WSGIMiddleware:
         if spec is None:
             return _valid_key(environ.get("REMOTE_ADDR"), "client address")
         if isinstance(spec, str):
-            name = "HTTP_" + spec.upper().replace("-", "_")
+            name = spec.upper().replace("-", "_")
+            if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):  # the two WSGI keeps without HTTP_
+                name = "HTTP_" + name
             return _valid_key(environ.get(name), f"{spec} header")
         return _valid_key(spec(environ), "key")
 
