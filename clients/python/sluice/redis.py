@@ -166,9 +166,9 @@ def _check_cost(cost: object, most: int, policy: str) -> int:
     return c
 
 
-def _now_arg(now: Optional[int]) -> str:
-    """ARGV[1]: now in epoch ms; "0", Redis's clock, for None (or 0, as Go's WithNow reads it)."""
-    return str(check_now(now))
+def _now_arg(now: Optional[int]) -> int:
+    """ARGV[1]: now in epoch ms; 0, Redis's clock, for None (or 0, as Go's WithNow reads it)."""
+    return check_now(now)
 
 
 def _decision(v: Sequence[int]) -> Decision:
@@ -228,7 +228,8 @@ class RedisBackend:
         # ARGV[2..] up to the steps' pair: slack, no instant to give up, then (after ARGV[4], the
         # steps per group) one limit and its letter and six parameters.
         self._slack = str(ttl_slack_ms)
-        self._limit_args: Tuple[str, ...] = ("1", *strategy.script_params())
+        # The limit's arguments, the same for every call but a calendar window's (its bounds).
+        self._limit_args: Optional[Tuple[str, ...]] = None if strategy.calendar else ("1", *strategy.script_params())
         self._key_head = f"{self.prefix}:{{{self.policy_name}:"
         self._key_tail = "}" + (f":n{len(self.policy_name)}" if ":" in self.policy_name else "")
 
@@ -302,9 +303,10 @@ class RedisBackend:
 
     # -- running scripts --------------------------------------------------------------------------
 
-    def _args(self, now: str, per_group: str, cost: int) -> List[str]:
+    def _args(self, now: int, per_group: str, cost: int) -> List[str]:
         """ARGV of a general script: now, slack, give-up, steps per group, the limit, one step pair."""
-        return [now, self._slack, "0", per_group, *self._limit_args, "1", str(cost)]
+        limit = self._limit_args or ("1", *self.strategy.script_params(now))
+        return [str(now), self._slack, "0", per_group, *limit, "1", str(cost)]
 
     def _run(self, op: str, keys: List[str], args: List[str]) -> List[int]:
         """Runs op's general script: EVALSHA once loaded, EVAL where Redis lost it."""

@@ -27,10 +27,15 @@ sliding window's ``buckets`` and a sliding log's ``limit`` must be whole. Every 
 from __future__ import annotations
 
 import math
+import time
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, ClassVar, Dict, Mapping, Optional, Tuple, Union
 
-from .errors import InvalidArgumentError, OperationNotSupportedError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import InvalidArgumentError
 
 __all__ = [
     "Strategy",
@@ -117,8 +122,13 @@ class Strategy:
         """The parameters by their wire names, as from_spec takes them."""
         raise NotImplementedError
 
-    def script_params(self) -> Tuple[str, ...]:
-        """The letter and six parameters a Redis script reads for this limit (docs/redis.md)."""
+    #: A calendar fixed window's calendar ("day", "month"); empty for every other strategy, whose
+    #: script_params do not depend on the instant.
+    calendar: str = ""
+
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
+        """The letter and six parameters a Redis script reads for this limit (docs/redis.md), for
+        a call at now (epoch ms; 0: this process's clock), which only calendar windows read."""
         raise NotImplementedError
 
     def spec(self) -> Dict[str, Any]:
@@ -169,7 +179,7 @@ class Gcra(Strategy):
     def params(self) -> Dict[str, Number]:
         return {"limit": self.limit, "periodMs": self.period_ms, "burst": self.burst}
 
-    def script_params(self) -> Tuple[str, ...]:
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
         return _padded("g", _arg(self.limit), _arg(self.period_ms), _arg(self.burst))
 
 
@@ -207,7 +217,7 @@ class TokenBucket(Strategy):
     def params(self) -> Dict[str, Number]:
         return {"capacity": self.capacity, "refillPerSec": self.refill_per_sec}
 
-    def script_params(self) -> Tuple[str, ...]:
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
         return _padded("t", _arg(self.capacity), _arg(self.refill_per_sec))
 
 
@@ -215,28 +225,117 @@ class TokenBucket(Strategy):
 class FixedWindow(Strategy):
     """Fixed window: ``limit`` units per window of ``window_ms``, aligned to the epoch.
 
-    Go's calendar windows (a day or month of a time zone) are not offered here: ``from_spec``
-    raises OperationNotSupportedError for ``calendar``. The ceiling of a check is the limit.
+    Or, with ``calendar`` ``"day"`` or ``"month"`` (and ``window_ms`` 0), the calendar days or
+    months of ``timezone`` (an IANA name such as ``"Europe/Rome"``; empty is UTC): a day starts at
+    local midnight and lasts 23, 24 or 25 hours. The Redis scripts are sent the bounds of three
+    calendar windows in a row around the instant of the call (this process's clock when it decides
+    at Redis's), computed as Go's ``FixedWindow.Bounds``. The ceiling of a check is the limit.
     """
 
     kind: ClassVar[str] = "fixedWindow"
     letter: ClassVar[str] = "f"
     limit: Number
-    window_ms: Number
+    window_ms: Number = 0
+    calendar: str = ""
+    timezone: str = ""
 
     def __post_init__(self) -> None:
         _at_least("limit", self.limit, 1)
-        _at_least("windowMs", self.window_ms, 1)
+        if not isinstance(self.calendar, str):
+            raise InvalidArgumentError("calendar", f"must be day or month, got {self.calendar!r}")
+        if not isinstance(self.timezone, str):
+            raise InvalidArgumentError("timezone", f"must be an IANA time zone name, got {self.timezone!r}")
+        if self.calendar == "":
+            if self.timezone != "":
+                raise InvalidArgumentError("timezone", "applies only to calendar windows (calendar day or month)")
+            _at_least("windowMs", self.window_ms, 1)
+            return
+        if self.calendar not in ("day", "month"):
+            raise InvalidArgumentError("calendar", f"must be day or month, got {self.calendar!r}")
+        if _number("windowMs", self.window_ms) != 0:
+            raise InvalidArgumentError("windowMs", f"must be 0 with a calendar window, got {self.window_ms!r}")
+        _zone(self.timezone)
 
     @property
     def ceiling(self) -> int:
         return int(float(self.limit))
 
-    def params(self) -> Dict[str, Number]:
+    def params(self) -> Dict[str, Any]:
+        if self.calendar:
+            out: Dict[str, Any] = {"limit": self.limit, "calendar": self.calendar}
+            if self.timezone:
+                out["timezone"] = self.timezone
+            return out
         return {"limit": self.limit, "windowMs": self.window_ms}
 
-    def script_params(self) -> Tuple[str, ...]:
-        return _padded("f", _arg(self.limit), _arg(self.window_ms))
+    def bounds(self, now: int) -> Tuple[float, float]:
+        """The window holding the instant now (epoch ms): its start, included, and end, excluded."""
+        if not self.calendar:
+            window = float(self.window_ms)
+            start = math.floor(float(now) / window) * window
+            return start, start + window
+        return _calendar_bounds(self.calendar, _zone(self.timezone), now)
+
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
+        if not self.calendar:
+            return _padded("f", _arg(self.limit), _arg(self.window_ms))
+        if now <= 0:
+            now = time.time_ns() // 1_000_000
+        start, end = self.bounds(now)
+        before, _ = self.bounds(int(start) - 1)
+        _, after = self.bounds(int(end))
+        return _padded("f", _arg(self.limit), "0", _arg(before), _arg(start), _arg(end), _arg(after))
+
+
+def _zone(name: str) -> tzinfo:
+    """The IANA time zone name, as Go's time.LoadLocation loads it ("" and "UTC": UTC); "Local" is
+    refused, as Go refuses it: a fleet's hosts need not share one."""
+    if name == "" or name == "UTC":
+        return timezone.utc
+    if name.lower() == "local":
+        raise InvalidArgumentError("timezone", f"must be an IANA time zone such as Europe/Rome, got {name!r}")
+    return _load_zone(name)
+
+
+@lru_cache(maxsize=None)
+def _load_zone(name: str) -> tzinfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidArgumentError("timezone", f"must be an IANA time zone such as Europe/Rome, got {name!r}") from None
+
+
+_EPOCH = date(1970, 1, 1)
+
+
+def _offset(zone: tzinfo, unix: int) -> int:
+    """zone's offset from UTC at the instant unix (epoch s), in seconds."""
+    off = datetime.fromtimestamp(unix, zone).utcoffset()
+    return int(off.total_seconds()) if off is not None else 0
+
+
+def _local_midnight_ms(day: date, zone: tzinfo) -> float:
+    """The instant of midnight starting day in zone, epoch ms, chosen as Go's time.Date chooses it.
+
+    Go takes the offset at the local time read as UTC and, when that offset is not 0, the offset at
+    the instant it gives: so a midnight that a DST change skips (Santiago's spring) is the instant
+    the new offset gives it, an hour before the day's first local instant, where Python's fold=0
+    would take the old offset."""
+    unix = (day - _EPOCH).days * 86400
+    off = _offset(zone, unix)
+    if off != 0:
+        off = _offset(zone, unix - off)
+    return float((unix - off) * 1000)
+
+
+def _calendar_bounds(calendar: str, zone: tzinfo, now: int) -> Tuple[float, float]:
+    """Go's FixedWindow.Bounds for a calendar window: the local day or month holding now."""
+    local = datetime.fromtimestamp(now // 1000, zone).date()
+    if calendar == "month":
+        y, m = local.year, local.month
+        nxt = date(y + 1, 1, 1) if m == 12 else date(y, m + 1, 1)
+        return _local_midnight_ms(date(y, m, 1), zone), _local_midnight_ms(nxt, zone)
+    return _local_midnight_ms(local, zone), _local_midnight_ms(local + timedelta(days=1), zone)
 
 
 @dataclass(frozen=True)
@@ -270,7 +369,7 @@ class SlidingWindow(Strategy):
     def params(self) -> Dict[str, Number]:
         return {"limit": self.limit, "windowMs": self.window_ms, "buckets": self.buckets}
 
-    def script_params(self) -> Tuple[str, ...]:
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
         return _padded("s", _arg(self.limit), _arg(self.window_ms), str(self.buckets))
 
 
@@ -304,18 +403,21 @@ class SlidingWindowLog(Strategy):
     def params(self) -> Dict[str, Number]:
         return {"limit": self.limit, "windowMs": self.window_ms}
 
-    def script_params(self) -> Tuple[str, ...]:
+    def script_params(self, now: int = 0) -> Tuple[str, ...]:
         return _padded("l", _arg(self.limit), _arg(self.window_ms))
 
 
-# Each kind's class and its wire parameters, in constructor order.
-_KINDS: Dict[str, Tuple[Callable[..., Strategy], Tuple[str, ...]]] = {
-    "gcra": (Gcra, ("limit", "periodMs", "burst")),
-    "tokenBucket": (TokenBucket, ("capacity", "refillPerSec")),
-    "fixedWindow": (FixedWindow, ("limit", "windowMs")),
-    "slidingWindow": (SlidingWindow, ("limit", "windowMs", "buckets")),
-    "slidingWindowLog": (SlidingWindowLog, ("limit", "windowMs")),
+# Each kind's class, its wire parameters (in constructor order) and those a spec must hold.
+_KINDS: Dict[str, Tuple[Callable[..., Strategy], Tuple[str, ...], Tuple[str, ...]]] = {
+    "gcra": (Gcra, ("limit", "periodMs", "burst"), ("limit", "periodMs", "burst")),
+    "tokenBucket": (TokenBucket, ("capacity", "refillPerSec"), ("capacity", "refillPerSec")),
+    "fixedWindow": (FixedWindow, ("limit", "windowMs", "calendar", "timezone"), ("limit",)),
+    "slidingWindow": (SlidingWindow, ("limit", "windowMs", "buckets"), ("limit", "windowMs", "buckets")),
+    "slidingWindowLog": (SlidingWindowLog, ("limit", "windowMs"), ("limit", "windowMs")),
 }
+
+# The Python names of wire parameters that differ.
+_PY_NAMES = {"periodMs": "period_ms", "refillPerSec": "refill_per_sec", "windowMs": "window_ms"}
 
 
 def from_spec(kind: Union[str, Mapping[str, Any]], options: Optional[Mapping[str, Any]] = None) -> Strategy:
@@ -323,23 +425,21 @@ def from_spec(kind: Union[str, Mapping[str, Any]], options: Optional[Mapping[str
 
     ``kind`` may also be the whole spec, ``{"kind": "gcra", "limit": 3, ...}`` (a vector's
     ``strategy``), and ``options`` may hold ``kind`` too when it agrees. An unknown kind is an
-    InvalidArgumentError on ``kind``; an unknown or missing parameter one naming that parameter; a
-    calendar fixed window an OperationNotSupportedError.
+    InvalidArgumentError on ``kind``; an unknown or missing parameter one naming that parameter. A
+    fixed window takes ``windowMs``, or ``calendar`` (``day``, ``month``) and ``timezone``.
     """
     kind, opts = _split_spec(kind, options)
     entry = _KINDS.get(kind)
     if entry is None:
         raise InvalidArgumentError("kind", f"must be one of {', '.join(_KINDS)}, got {kind!r}")
-    cls, names = entry
-    if kind == "fixedWindow" and ("calendar" in opts or "timezone" in opts):
-        raise OperationNotSupportedError("sluice: calendar fixed windows are not supported by this client")
+    cls, names, required = entry
     for name in opts:
         if name not in names:
             raise InvalidArgumentError(str(name), f"is not a parameter of {kind} (it takes {', '.join(names)})")
-    missing = [name for name in names if name not in opts]
-    if missing:
-        raise InvalidArgumentError(missing[0], f"is required by {kind}")
-    return cls(*(opts[name] for name in names))
+    for name in required:
+        if name not in opts:
+            raise InvalidArgumentError(name, f"is required by {kind}")
+    return cls(**{_PY_NAMES.get(name, name): value for name, value in opts.items()})
 
 
 def _split_spec(

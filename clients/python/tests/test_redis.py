@@ -421,12 +421,13 @@ _SLOW: List[Strategy] = [
     Gcra(limit=10, period_ms=3_600_000, burst=10),
     TokenBucket(capacity=10, refill_per_sec=0.001),
     FixedWindow(limit=10, window_ms=3_600_000),
+    FixedWindow(limit=10, calendar="month", timezone="Europe/Rome"),
     SlidingWindow(limit=10, window_ms=3_600_000, buckets=4),
     SlidingWindowLog(limit=10, window_ms=3_600_000),
 ]
 
 
-@pytest.mark.parametrize("strategy", _SLOW, ids=[s.kind for s in _SLOW])
+@pytest.mark.parametrize("strategy", _SLOW, ids=[s.kind + s.calendar for s in _SLOW])
 def test_go_and_python_share_one_limit(client: Any, prefix: str, go_store: Any, strategy: Strategy) -> None:
     """Alternating Go and Python checks of one key on Redis's clock admit the ceiling in all."""
     policy = "interop:api"  # a name with ':' exercises the :n suffix on both sides
@@ -449,18 +450,21 @@ _TIMELINE: List[Strategy] = [
     Gcra(limit=5, period_ms=1000, burst=3),
     TokenBucket(capacity=4, refill_per_sec=2.5),
     FixedWindow(limit=4, window_ms=700),
+    FixedWindow(limit=4, calendar="day", timezone="America/Santiago"),
     SlidingWindow(limit=4, window_ms=1000, buckets=3),
     SlidingWindowLog(limit=4, window_ms=900),
 ]
 
 
-@pytest.mark.parametrize("strategy", _TIMELINE, ids=[s.kind for s in _TIMELINE])
+@pytest.mark.parametrize("strategy", _TIMELINE, ids=[s.kind + s.calendar for s in _TIMELINE])
 def test_go_and_python_decide_as_one(client: Any, prefix: str, go_store: Any, strategy: Strategy) -> None:
     """A timeline whose checks alternate between Go and Python decides as Python alone does."""
     go = go_store("mixed", strategy)
     mixed = RedisBackend(client, "mixed", strategy, prefix=prefix)
     alone = RedisBackend(client, "alone", strategy, prefix=prefix)
     now, step = T0, 0
+    if isinstance(strategy, FixedWindow) and strategy.calendar:
+        now = int(strategy.bounds(T0)[1]) - 2000  # across a local midnight
     for gap, cost in [(0, 1), (0, 2), (10, 1), (50, 1), (120, 1), (0, 1), (333, 2), (1, 1), (700, 3),
                       (5, 1), (0, 1), (250, 1), (999, 4), (0, 1), (60, 2), (10, 1)]:
         now += gap

@@ -22,7 +22,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sluice.errors import InvalidArgumentError, OperationNotSupportedError  # noqa: E402
+from sluice.errors import InvalidArgumentError  # noqa: E402
 from sluice.strategies import (  # noqa: E402
     FixedWindow,
     Gcra,
@@ -70,6 +70,23 @@ TABLE: List[Tuple[Dict[str, Any], Optional[str]]] = [
     ({"kind": "fixedWindow", "limit": 0, "windowMs": 1000}, "limit"),
     ({"kind": "fixedWindow", "limit": 10, "windowMs": 0.9}, "windowMs"),
     ({"kind": "fixedWindow", "limit": 10, "windowMs": P53 + 2}, "windowMs"),
+    ({"kind": "fixedWindow", "limit": 10}, "windowMs"),
+    ({"kind": "fixedWindow", "limit": 10, "windowMs": 1000, "timezone": "Europe/Rome"}, "timezone"),
+    # Calendar windows: day or month of an IANA zone ("" and "UTC" are UTC; "Local" is refused).
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day"}, None),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "month", "timezone": "Europe/Rome"}, None),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "UTC"}, None),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "Etc/GMT+5"}, None),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "America/Santiago"}, None),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "week"}, "calendar"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "Day"}, "calendar"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "windowMs": 1000}, "windowMs"),
+    ({"kind": "fixedWindow", "limit": 0, "calendar": "day"}, "limit"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "Mars/Olympus_Mons"}, "timezone"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "Local"}, "timezone"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "local"}, "timezone"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "utc"}, "timezone"),
+    ({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "../etc/passwd"}, "timezone"),
     # Sliding window: limit >= 1, windowMs >= 1, buckets a whole number from 1 to 4096 and at most
     # windowMs.
     ({"kind": "slidingWindow", "limit": 10, "windowMs": 1000, "buckets": 10}, None),
@@ -162,8 +179,9 @@ def test_from_spec_forms() -> None:
     with pytest.raises(InvalidArgumentError) as err:
         from_spec("gcra", {"limit": 3, "periodMs": 1000})
     assert err.value.field == "burst"
-    with pytest.raises(OperationNotSupportedError):
-        from_spec({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "Europe/Rome"})
+    rome = from_spec({"kind": "fixedWindow", "limit": 10000, "calendar": "day", "timezone": "Europe/Rome"})
+    assert rome == FixedWindow(10000, calendar="day", timezone="Europe/Rome")
+    assert (rome.ceiling, rome.window_ms) == (10000, 0)  # type: ignore[attr-defined]
 
 
 def test_frozen() -> None:
@@ -218,3 +236,39 @@ def test_go_validates_alike() -> None:
             continue
         assert go["ok"], (spec, go)
         assert (s.ceiling, s.window_ms) == (go["ceiling"], go["windowMs"]), spec  # type: ignore[attr-defined]
+
+
+# Zones with DST at midnight (Santiago, Havana, Beirut: a day starting at 01:00 or lasting 25 h), a
+# half-hour DST (Lord Howe), a skipped day (Apia, 2011-12-30), and plain ones.
+ZONES = ["", "UTC", "Europe/Rome", "America/Santiago", "America/Havana", "Asia/Beirut",
+         "Australia/Lord_Howe", "Pacific/Apia", "America/Sao_Paulo", "Asia/Kolkata"]
+
+
+def test_calendar_bounds_as_go() -> None:
+    """The bounds sent to the scripts for a calendar window equal Go's, across zones and years."""
+    lines, want = [], []
+    for zone in ZONES:
+        for calendar in ("day", "month"):
+            spec: Dict[str, Any] = {"kind": "fixedWindow", "limit": 10, "calendar": calendar}
+            if zone:
+                spec["timezone"] = zone
+            s = from_spec(spec)
+            # Every 29 h 17 min 17 s from 2010 to 2026, and days after midnights that DST skips
+            # (Santiago 2010-10-10, Havana 2012-03-11, Beirut 2019-03-31) or that Apia skipped.
+            for now in [*range(1_262_304_000_000, 1_767_225_600_000, 105_437_000),
+                        1_286_712_000_000, 1_331_467_200_000, 1_554_033_600_000, 1_325_332_800_000]:
+                lines.append(json.dumps({"spec": spec, "now": now}))
+                want.append(s.script_params(now))
+    go = shutil.which("go")
+    if go is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("no Go toolchain under CI")
+        pytest.skip("no Go toolchain")
+    out = subprocess.run([go, "run", "./clients/python/tests/gointerop/validate", "-bounds"], cwd=REPO,
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300,
+                         check=True).stdout.splitlines()
+    assert len(out) == len(lines)
+    for line, answer, params in zip(lines, out, want):
+        got = json.loads(answer)
+        assert "error" not in got, (line, got)
+        assert [float(x) for x in params[3:]] == got["bounds"], line
