@@ -50,6 +50,14 @@ export interface RedisBackendOptions {
    * "open" allows it, with failOpen true and every number 0. Other operations always throw.
    */
   readonly failMode?: FailMode;
+  /**
+   * Bounds each call, ms; none by default, as the Go store without a context deadline. A call
+   * not answered in time throws ServiceUnavailableError (a check answers by the fail mode), and a
+   * check carries an instant to give up, the deadline less an eighth of timeoutMs (at most 50 ms),
+   * as the Go store does: a script that reaches Redis at or past it on Redis's clock answers LATE
+   * and counts nothing, so a check its caller was told failed is not counted later.
+   */
+  readonly timeoutMs?: number;
   /** The directory holding the Lua files; found next to the package or in the repository otherwise. */
   readonly luaDir?: string;
 }
@@ -292,6 +300,7 @@ export class RedisBackend {
   readonly #defs: readonly string[];
   readonly #ceiling: number;
   readonly #luaDir: string;
+  readonly #timeoutMs: number | undefined;
 
   constructor(client: RedisClient, policyName: string, strategy: Strategy, options: RedisBackendOptions = {}) {
     checkPolicyName(policyName);
@@ -306,6 +315,11 @@ export class RedisBackend {
     this.#defs = limitDefs(strategy);
     this.#ceiling = maxCost(strategy);
     this.#luaDir = options.luaDir ?? findLuaDir();
+    const timeoutMs = options.timeoutMs;
+    if (timeoutMs !== undefined && !(typeof timeoutMs === "number" && timeoutMs > 0 && Number.isFinite(timeoutMs))) {
+      throw new InvalidArgumentError("timeoutMs", `must be above 0, got ${String(timeoutMs)}`);
+    }
+    this.#timeoutMs = timeoutMs;
   }
 
   /**
@@ -367,17 +381,29 @@ export class RedisBackend {
   /** reset forgets key: its next check starts from a full budget. */
   async reset(key: string): Promise<void> {
     checkKey("key", key);
-    await this.#send("DEL", [this.redisKey(key)]);
+    const del = this.#send("DEL", [this.redisKey(key)]);
+    await (this.#timeoutMs === undefined ? del : bounded(this.#timeoutMs, del));
   }
 
   /**
    * #run runs op's general script on keys, one step each of this policy's limit at cost, with
-   * the arguments header.lua and steps.lua read: now, the TTL slack, no instant to give up, one
-   * step per group, one limit and its seven definitions, then one (limit, cost) pair for every step.
+   * the arguments header.lua and steps.lua read: now, the TTL slack, the instant to give up (0 for
+   * none), one step per group, one limit and its seven definitions, then one (limit, cost) pair for
+   * every step. With timeoutMs, the call is bounded by its deadline and a check gives up before it.
    */
   async #run(op: Op, keys: readonly string[], now: string, cost: number): Promise<unknown> {
+    const timeoutMs = this.#timeoutMs;
+    if (timeoutMs === undefined) return this.#runNow(op, keys, now, cost, "0");
+    const deadline = Date.now() + timeoutMs;
+    // A check consumes: it gives up an eighth of the time (at most 50 ms) before the deadline, the
+    // margin for its answer's way back (Go's giveUpAt). Other operations carry no instant.
+    const giveUp = op === "check" ? String(Math.max(Math.floor(deadline - Math.min(timeoutMs / 8, 50)), 1)) : "0";
+    return bounded(timeoutMs, this.#runNow(op, keys, now, cost, giveUp));
+  }
+
+  async #runNow(op: Op, keys: readonly string[], now: string, cost: number, giveUp: string): Promise<unknown> {
     const sc = script(op, this.strategy.kind, this.#luaDir);
-    const argv = [now, ttlSlackMs, "0", "1", "1", ...this.#defs, "1", String(cost)];
+    const argv = [now, ttlSlackMs, giveUp, "1", "1", ...this.#defs, "1", String(cost)];
     const redisKeys = keys.map((k) => this.redisKey(k));
     await this.#load(sc);
     try {
@@ -410,6 +436,23 @@ export class RedisBackend {
     } catch (err) {
       throw unavailable(err);
     }
+  }
+}
+
+/**
+ * bounded is work's result, or a ServiceUnavailableError once ms have passed; work then finishes
+ * on its own, its outcome dropped.
+ */
+async function bounded<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ServiceUnavailableError(`sluice: redis store: no answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => {}); // a late failure is nobody's to hear
+  try {
+    return await Promise.race([work, expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

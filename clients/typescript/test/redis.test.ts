@@ -326,6 +326,58 @@ describe("RedisBackend with the Go store", () => {
   });
 });
 
+describe("RedisBackend with a timeout", () => {
+  let client: Redis | undefined;
+  const prefix = freshPrefix();
+  before(async () => {
+    client = await connect();
+  });
+  after(async () => {
+    if (client) await dropPrefix(client, prefix);
+    client?.disconnect();
+  });
+
+  /** slow is client with every EVALSHA and EVAL held back ms, each script's reply or error kept in replies. */
+  function slow(c: Redis, ms: number, replies: unknown[]): RedisClient {
+    return {
+      call: async (command, args) => {
+        if (command !== "EVALSHA" && command !== "EVAL") return c.call(command, args);
+        await new Promise((r) => setTimeout(r, ms));
+        try {
+          const v = await c.call(command, args);
+          replies.push(v);
+          return v;
+        } catch (err) {
+          replies.push(String(err));
+          throw err;
+        }
+      },
+    };
+  }
+
+  test("a check that reaches Redis past its instant to give up counts nothing (LATE), and its caller hears so in time", async (t) => {
+    if (!client) return t.skip("no Redis");
+    const replies: unknown[] = [];
+    const s = FixedWindow(5, 60_000);
+    const late = new RedisBackend(slow(client, 150, replies), "late", s, { prefix, timeoutMs: 40 });
+    const start = Date.now();
+    await assert.rejects(() => late.check("k", 2), ServiceUnavailableError);
+    assert.ok(Date.now() - start < 120, `answered after ${Date.now() - start} ms`);
+    const open = new RedisBackend(slow(client, 150, replies), "late", s, { prefix, timeoutMs: 40, failMode: "open" });
+    assert.equal((await open.check("k", 2)).failOpen, true);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(replies.length, 2);
+    for (const r of replies) assert.match(String(r), /LATE/);
+    const prompt = new RedisBackend(client, "late", s, { prefix, timeoutMs: 1000 });
+    assert.equal((await prompt.peek("k")).remaining, 5, "nothing was counted");
+    assert.equal((await prompt.check("k", 2)).remaining, 3, "a check in time counts");
+  });
+
+  test("timeoutMs must be above 0", () => {
+    assert.throws(() => new RedisBackend({ call: async () => [] }, "api", Gcra(1, 1000, 1), { timeoutMs: 0 }), (e: unknown) => e instanceof InvalidArgumentError && e.field === "timeoutMs");
+  });
+});
+
 describe("RedisBackend refuses bad input before sending anything", () => {
   const never: RedisClient = {
     call: async (command) => {
