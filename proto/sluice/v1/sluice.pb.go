@@ -478,8 +478,8 @@ type Decision struct {
 	// consulted, so allowed is true and the numbers are zero. Never set on a real decision.
 	FailOpen bool `protobuf:"varint,8,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
 	// The plan the key was checked under: the policy's default plan, or the one its override
-	// assigns. Empty for a policy without plans, for limits of an override's own, and for the whole
-	// of CheckAll (each part says its own).
+	// assigns. Empty for a policy without plans and for limits of an override's own. On CheckAll
+	// each part says its own, and the whole, as for its numbers, the binding part's.
 	Plan string `protobuf:"bytes,9,opt,name=plan,proto3" json:"plan,omitempty"`
 	// The key has an override: its plan or its own limits applied instead of the policy's.
 	Override      bool `protobuf:"varint,10,opt,name=override,proto3" json:"override,omitempty"`
