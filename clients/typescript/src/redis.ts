@@ -401,6 +401,7 @@ export class RedisBackend {
     return bounded(timeoutMs, this.#runNow(op, keys, now, cost, giveUp));
   }
 
+  /** #runNow sends op's script, loaded once, by EVALSHA, and by EVAL when Redis does not hold it. */
   async #runNow(op: Op, keys: readonly string[], now: string, cost: number, giveUp: string): Promise<unknown> {
     const sc = script(op, this.strategy.kind, this.#luaDir);
     const argv = [now, ttlSlackMs, giveUp, "1", "1", ...this.#defs, "1", String(cost)];
