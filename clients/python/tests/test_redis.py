@@ -397,6 +397,15 @@ class GoStore:
         return Decision(d["allowed"], d["limit"], d["remaining"], d["resetAt"], d["retryAfterMs"],
                         denied_by=-1 if d["allowed"] else 0)
 
+    def check_many(self, keys: List[str], cost: int = 1, now: Optional[int] = None) -> List[Decision]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(f"many {','.join(keys)} {cost} {now or 0}\n")
+        self.proc.stdin.flush()
+        out = json.loads(self.proc.stdout.readline())
+        assert isinstance(out, list), out
+        return [Decision(d["allowed"], d["limit"], d["remaining"], d["resetAt"], d["retryAfterMs"],
+                         denied_by=-1 if d["allowed"] else 0) for d in out]
+
     def close(self) -> None:
         assert self.proc.stdin
         self.proc.stdin.close()
@@ -480,10 +489,11 @@ def test_go_and_python_decide_as_one(client: Any, prefix: str, go_store: Any, st
     assert (g["spendableNow"], g["nextReplenishAt"], g["fullAt"]) == (f.spendable_now, f.next_replenish_at, f.full_at)
 
 
-def test_go_sends_the_same_general_scripts(client: Any, prefix: str, go_store: Any) -> None:
-    """The Go store's peek, forecast and refund scripts (the general ones) have Python's SHA-1s."""
+@pytest.mark.parametrize("strategy", _TIMELINE, ids=[s.kind + s.calendar for s in _TIMELINE])
+def test_go_sends_the_same_general_scripts(client: Any, prefix: str, go_store: Any, strategy: Strategy) -> None:
+    """The general scripts the Go store sends (peek, forecast, refund; a CheckMany of a sliding
+    window or log) are Python's, byte for byte: Redis knows them by the same SHA-1."""
     redis = pytest.importorskip("redis")
-    strategy = SlidingWindow(limit=4, window_ms=1000, buckets=4)
     go = go_store("same", strategy)
     go.check("warm", 1, T0)  # compiled and connected before MONITOR starts
     seen: List[str] = []
@@ -507,8 +517,24 @@ def test_go_sends_the_same_general_scripts(client: Any, prefix: str, go_store: A
     go.ask(f"peek k {T0}")
     go.ask(f"forecast k 1 {T0}")
     go.ask(f"refund k 1 {T0}")
+    go.check_many(["a", "b"], 1, T0)
     client.echo(stop)
     t.join(10)
     shas = {cmd.split(" ")[1] for cmd in seen if cmd.upper().startswith("EVALSHA")}
-    for op in ("peek", "forecast", "refund"):
-        assert _script(op, "s").sha in shas, (op, seen)
+    ops = ["peek", "forecast", "refund"] + (["check"] if strategy.letter in "sl" else [])
+    for op in ops:
+        assert _script(op, strategy.letter).sha in shas, (op, seen)
+
+
+@pytest.mark.parametrize("strategy", _TIMELINE, ids=[s.kind + s.calendar for s in _TIMELINE])
+def test_check_many_as_go(client: Any, prefix: str, go_store: Any, strategy: Strategy) -> None:
+    """check_many decides as the Go store's CheckMany, on keys each has been checking."""
+    go = go_store("many", strategy)
+    py = RedisBackend(client, "many", strategy, prefix=prefix)
+    keys = ["a", "b", "a", "c", "a", "b"]
+    cost = min(2, strategy.ceiling)
+    for i in range(4):
+        now = T0 + 97 * i
+        mine = py.check_many(keys, cost, now=now) if i % 2 == 0 else go.check_many(keys, cost, now)
+        theirs = RedisBackend(client, "many-alone", strategy, prefix=prefix).check_many(keys, cost, now=now)
+        assert mine == theirs, i

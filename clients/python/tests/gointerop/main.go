@@ -7,6 +7,7 @@
 // It reads commands from stdin, one a line, and answers each with one line of JSON:
 //
 //	check KEY COST NOW   {"allowed":true,"limit":3,"remaining":2,"resetAt":...,"retryAfterMs":0}
+//	many K1,K2,... COST NOW  [{decision}, ...]: CheckMany of the keys
 //	peek KEY NOW         the same fields, consuming nothing
 //	forecast KEY COST NOW {"spendableNow":...,"nextReplenishAt":...,"fullAt":...}
 //	refund KEY COST NOW  {}
@@ -105,6 +106,17 @@ func do(s *redisstore.Store, p *sluice.Policy, f []string) (any, error) {
 	case "check":
 		d, err := s.Check(ctx, num(3), p, key, num(2))
 		return decision(d), err
+	case "many":
+		keys := strings.Split(key, ",")
+		out := make([]sluice.Decision, len(keys))
+		if err := s.CheckMany(ctx, num(3), p, keys, num(2), out); err != nil {
+			return nil, err
+		}
+		ds := make([]map[string]any, len(out))
+		for i, d := range out {
+			ds[i] = decision(d)
+		}
+		return ds, nil
 	case "peek":
 		d, err := s.Peek(ctx, num(2), p, key)
 		return decision(d), err
