@@ -19,9 +19,10 @@ The model, as docs/redis.md ("Keys and memory", "The Lua scripts") describes it:
   falling back to ``EVAL`` when Redis answers ``NOSCRIPT`` (a restart, ``SCRIPT FLUSH``).
 * **Arguments.** ``KEYS`` are the steps' keys; ``ARGV`` is now (epoch ms, ``0``: Redis's clock),
   the TTL slack, the instant to give up (``0``: none), steps per all-or-nothing group, the number
-  of limits (1), the limit's letter and six parameters, then the limit and cost of every step (one
-  pair: all steps share them). Numbers are printed with ``repr`` of a float, which Lua reads back
-  as the same double.
+  of limits (1), the limit's letter and six parameters (a calendar window's: the bounds of three
+  calendar windows around the call's instant, this process's clock when now is Redis's, as Go
+  sends them), then the limit and cost of every step (one pair: all steps share them). Numbers are
+  printed with ``repr`` of a float, which Lua reads back as the same double.
 * **Replies.** A check or peek answers five integers per step (allowed, limit, remaining, resetAt,
   retryAfterMs), a forecast three (spendableNow, nextReplenishAt, fullAt), a refund none.
 
