@@ -34,7 +34,9 @@ under ``fail_mode="open"``, which are then allowed with ``fail_open=True`` (no l
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -198,6 +200,12 @@ class RedisBackend:
     is Config.TTLSlack. ``fail_mode`` says what a check answers when Redis cannot: ``"closed"``
     raises ServiceUnavailableError, ``"open"`` allows with ``fail_open=True``.
 
+    ``timeout_ms`` gives each check a deadline, as a Go caller's context does: its script carries an
+    instant to give up, the deadline less an eighth of timeout_ms (at most 50 ms), and one that
+    reaches Redis at or past it on Redis's clock (Redis stalled, the network paused) answers LATE
+    and counts nothing, since its caller may have given up on it; the check is then unavailable.
+    Waiting is bounded by the client's own ``socket_timeout``, which should be no longer.
+
     Methods take ``now``, epoch ms, for replays and tests; None decides at Redis's clock, one clock
     for the whole fleet. Safe for concurrent use as the client is.
     """
@@ -211,6 +219,7 @@ class RedisBackend:
         prefix: str = DEFAULT_PREFIX,
         fail_mode: str = "closed",
         ttl_slack_ms: int = DEFAULT_TTL_SLACK_MS,
+        timeout_ms: Optional[float] = None,
     ) -> None:
         if not isinstance(strategy, Strategy):
             raise InvalidArgumentError("strategy", f"must be a sluice strategy, got {type(strategy).__name__}")
@@ -220,6 +229,11 @@ class RedisBackend:
             raise InvalidArgumentError("prefix", f"must be a string, got {type(prefix).__name__}")
         if isinstance(ttl_slack_ms, bool) or not isinstance(ttl_slack_ms, int) or ttl_slack_ms < 0:
             raise InvalidArgumentError("ttl_slack_ms", f"must be an integer from 0, got {ttl_slack_ms!r}")
+        if timeout_ms is not None and (
+            isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, float)) or not 0 < timeout_ms < math.inf
+        ):
+            raise InvalidArgumentError("timeout_ms", f"must be above 0, got {timeout_ms!r}")
+        self.timeout_ms = timeout_ms
         self._client = client
         self.policy_name = _check_policy_name(policy_name)
         self.strategy = strategy
@@ -249,6 +263,7 @@ class RedisBackend:
         """Consumes cost units for key if the limit allows them: one atomic script."""
         name = self.redis_key(check_key(key))
         args = self._args(_now_arg(now), "1", _check_cost(cost, self.strategy.ceiling, self.policy_name))
+        args[2] = self._give_up()
         try:
             v = self._run("check", [name], args)
         except ServiceUnavailableError:
@@ -268,6 +283,7 @@ class RedisBackend:
         args = self._args(_now_arg(now), "1", _check_cost(cost, self.strategy.ceiling, self.policy_name))
         if not names:
             return []
+        args[2] = self._give_up()
         try:
             v = self._run("check", names, args)
         except ServiceUnavailableError:
@@ -308,6 +324,14 @@ class RedisBackend:
         """ARGV of a general script: now, slack, give-up, steps per group, the limit, one step pair."""
         limit = self._limit_args or ("1", *self.strategy.script_params(now))
         return [str(now), self._slack, "0", per_group, *limit, "1", str(cost)]
+
+    def _give_up(self) -> str:
+        """ARGV[3] of a check: the instant to give up on this host's clock (Go's giveUpAt), "0"
+        for none."""
+        if self.timeout_ms is None:
+            return "0"
+        margin = min(self.timeout_ms / 8, 50.0)
+        return str(max(math.floor(time.time() * 1000 + self.timeout_ms - margin), 1))
 
     def _run(self, op: str, keys: List[str], args: List[str]) -> List[int]:
         """Runs op's general script: EVALSHA once loaded, EVAL where Redis lost it."""

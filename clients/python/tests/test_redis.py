@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -312,6 +313,8 @@ def test_key_at_max_len_is_fine() -> None:
         ({"strategy": {"kind": "gcra"}}, "strategy"),
         ({"fail_mode": "sometimes"}, "fail_mode"),
         ({"ttl_slack_ms": -1}, "ttl_slack_ms"),
+        ({"timeout_ms": 0}, "timeout_ms"),
+        ({"timeout_ms": float("nan")}, "timeout_ms"),
     ],
 )
 def test_bad_backend(kwargs: Dict[str, Any], field: str) -> None:
@@ -319,6 +322,32 @@ def test_bad_backend(kwargs: Dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidArgumentError) as err:
         RedisBackend(**args)
     assert err.value.field == field
+
+
+def test_late_check_counts_nothing(client: Any, prefix: str) -> None:
+    """A check whose script reaches Redis past its instant to give up answers LATE and counts
+    nothing: unavailable (closed), or allowed unconsulted (open)."""
+
+    class Slow:
+        """A client whose commands reach Redis 150 ms after they are sent (a paused network)."""
+
+        def script_load(self, source: str) -> Any:
+            return client.script_load(source)
+
+        def evalsha(self, *a: Any) -> Any:
+            time.sleep(0.15)
+            return client.evalsha(*a)
+
+    for mode in ("closed", "open"):
+        b = RedisBackend(Slow(), "late", Gcra(10, 1000, 10), prefix=prefix, fail_mode=mode, timeout_ms=100)
+        if mode == "closed":
+            with pytest.raises(ServiceUnavailableError, match="LATE"):
+                b.check("k")
+        else:
+            assert b.check_many(["k", "k"]) == [Decision(allowed=True, fail_open=True)] * 2
+    assert client.exists(f"{prefix}:{{late:k}}") == 0  # nothing was counted
+    on_time = RedisBackend(Slow(), "late", Gcra(10, 1000, 10), prefix=prefix, timeout_ms=1000)
+    assert on_time.check("k").remaining == 9  # 150 ms is within 1 s less its margin
 
 
 # --- faults: Redis unreachable ------------------------------------------------------------------
