@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, ServiceUnavailableError } from "./errors.js";
 import type { CallOptions, Decision, FailMode, Forecast } from "./types.js";
 import {
+  calendarBounds,
   FixedWindow,
   Gcra,
   goFloat,
@@ -216,8 +217,14 @@ function nowArg(opts: CallOptions | undefined): string {
   return opts?.now === undefined ? "0" : String(opts.now);
 }
 
-/** limitDefs is a limit's letter and six parameters, unused ones "0" (steps.lua's ARGV). */
-function limitDefs(s: Strategy): string[] {
+/**
+ * limitDefs is a limit's letter and six parameters, unused ones "0" (steps.lua's ARGV), for a call
+ * at now (epoch ms; 0: this process's clock), which only a calendar window reads: its windowMs 0
+ * and the bounds of three calendar windows in a row around now, so that the script finds the one
+ * holding Redis's instant even across a boundary the two clocks disagree on (the Go store's
+ * calendarBounds).
+ */
+function limitDefs(s: Strategy, now: number): string[] {
   const p = (() => {
     switch (s.kind) {
       case "gcra":
@@ -225,6 +232,13 @@ function limitDefs(s: Strategy): string[] {
       case "tokenBucket":
         return [goFloat(s.capacity), goFloat(s.refillPerSec)];
       case "fixedWindow":
+        if (s.calendar !== "") {
+          const at = now === 0 ? Date.now() : now;
+          const [start, end] = calendarBounds(s, at);
+          const [before] = calendarBounds(s, start - 1);
+          const [, after] = calendarBounds(s, end);
+          return [goFloat(s.limit), "0", goFloat(before), goFloat(start), goFloat(end), goFloat(after)];
+        }
         return [goFloat(s.limit), goFloat(s.windowMs)];
       case "slidingWindow":
         return [goFloat(s.limit), goFloat(s.windowMs), String(s.buckets)];
@@ -249,7 +263,7 @@ function revalidate(s: Strategy): Strategy {
     case "tokenBucket":
       return TokenBucket(s.capacity, s.refillPerSec);
     case "fixedWindow":
-      return FixedWindow(s.limit, s.windowMs);
+      return FixedWindow(s.limit, s.windowMs, s.calendar ?? "", s.timezone ?? "");
     case "slidingWindow":
       return SlidingWindow(s.limit, s.windowMs, s.buckets);
     case "slidingWindowLog":
@@ -297,7 +311,7 @@ export class RedisBackend {
   readonly failMode: FailMode;
   readonly #client: RedisClient;
   readonly #fail: FailPolicy;
-  readonly #defs: readonly string[];
+  readonly #defs: readonly string[] | undefined; // undefined: a calendar window's depend on now
   readonly #ceiling: number;
   readonly #luaDir: string;
   readonly #timeoutMs: number | undefined;
@@ -312,7 +326,7 @@ export class RedisBackend {
     this.strategy = strategy;
     this.prefix = options.prefix || DefaultPrefix;
     this.failMode = failMode;
-    this.#defs = limitDefs(strategy);
+    this.#defs = strategy.kind === "fixedWindow" && strategy.calendar !== "" ? undefined : limitDefs(strategy, 0);
     this.#ceiling = maxCost(strategy);
     this.#luaDir = options.luaDir ?? findLuaDir();
     const timeoutMs = options.timeoutMs;
@@ -404,7 +418,8 @@ export class RedisBackend {
   /** #runNow sends op's script, loaded once, by EVALSHA, and by EVAL when Redis does not hold it. */
   async #runNow(op: Op, keys: readonly string[], now: string, cost: number, giveUp: string): Promise<unknown> {
     const sc = script(op, this.strategy.kind, this.#luaDir);
-    const argv = [now, ttlSlackMs, giveUp, "1", "1", ...this.#defs, "1", String(cost)];
+    const defs = this.#defs ?? limitDefs(this.strategy, Number(now));
+    const argv = [now, ttlSlackMs, giveUp, "1", "1", ...defs, "1", String(cost)];
     const redisKeys = keys.map((k) => this.redisKey(k));
     await this.#load(sc);
     try {

@@ -42,12 +42,20 @@ export interface TokenBucketStrategy extends StrategyBase {
   readonly refillPerSec: number;
 }
 
-/** limit units per epoch-aligned window of windowMs. */
+/**
+ * limit units per epoch-aligned window of windowMs; or, with calendar "day" or "month" (and
+ * windowMs 0), per calendar day or month of timezone (an IANA name; "" is UTC).
+ */
 export interface FixedWindowStrategy extends StrategyBase {
   readonly kind: "fixedWindow";
   readonly limit: number;
   readonly windowMs: number;
+  readonly calendar: Calendar;
+  readonly timezone: string;
 }
+
+/** A calendar period a fixed window can align to; "" for windows of windowMs. */
+export type Calendar = "" | "day" | "month";
 
 /** limit units over the trailing windowMs, estimated from buckets sub-windows. */
 export interface SlidingWindowStrategy extends StrategyBase {
@@ -159,10 +167,99 @@ export function TokenBucket(capacity: number, refillPerSec: number): TokenBucket
   });
 }
 
-/** FixedWindow admits limit units per epoch-aligned window of windowMs (Go's sluice.FixedWindow). */
-export function FixedWindow(limit: number, windowMs: number): FixedWindowStrategy {
-  firstErr(atLeast("limit", limit, 1), atLeast("windowMs", windowMs, 1));
-  return Object.freeze({ kind: "fixedWindow", limit, windowMs, ceiling: limit });
+/**
+ * FixedWindow admits limit units per epoch-aligned window of windowMs (Go's sluice.FixedWindow);
+ * or, with calendar "day" or "month" and windowMs 0, per calendar day or month of timezone (an
+ * IANA name such as "Europe/Rome"; "" is UTC): a day in Europe/Rome starts at local midnight and
+ * lasts 23, 24 or 25 hours.
+ */
+export function FixedWindow(limit: number, windowMs: number, calendar: Calendar = "", timezone = ""): FixedWindowStrategy {
+  firstErr(atLeast("limit", limit, 1));
+  if (calendar === "") {
+    if (timezone !== "") throw new InvalidArgumentError("timezone", "applies only to calendar windows (calendar day or month)");
+    firstErr(atLeast("windowMs", windowMs, 1));
+  } else if (calendar !== "day" && calendar !== "month") {
+    throw new InvalidArgumentError("calendar", `must be day or month, got ${JSON.stringify(calendar)}`);
+  } else if (windowMs !== 0) {
+    throw new InvalidArgumentError("windowMs", `must be 0 with a calendar window, got ${show(windowMs)}`);
+  } else {
+    zone(timezone);
+  }
+  return Object.freeze({ kind: "fixedWindow", limit, windowMs, calendar, timezone, ceiling: limit });
+}
+
+// ---- Calendar windows: Go's FixedWindow.Bounds, on the zone data of Intl ----
+
+/** zones caches each zone's formatter of local date and time, by name. */
+const zones = new Map<string, Intl.DateTimeFormat>();
+
+/**
+ * zone returns the formatter of the named zone, refusing what Go's time.LoadLocation refuses:
+ * "Local" (a fleet's hosts need not share a zone), a name Intl does not know, and a known name
+ * spelled in another case (Go finds zone files by their exact names). "" and "UTC" are UTC.
+ */
+function zone(name: string): Intl.DateTimeFormat {
+  let f = zones.get(name);
+  if (f) return f;
+  const refuse = () => new InvalidArgumentError("timezone", `must be an IANA time zone such as Europe/Rome, got ${JSON.stringify(name)}`);
+  if (typeof name !== "string" || name.toLowerCase() === "local" || /^[+-]/.test(name)) throw refuse();
+  try {
+    f = new Intl.DateTimeFormat("en-US", {
+      timeZone: name === "" ? "UTC" : name,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+      era: "short",
+    });
+  } catch {
+    throw refuse();
+  }
+  const resolved = f.resolvedOptions().timeZone;
+  if (name !== "" && resolved !== name && resolved.toLowerCase() === name.toLowerCase()) throw refuse();
+  zones.set(name, f);
+  return f;
+}
+
+/** localParts is the local date and time in f's zone at the instant ms (whole seconds). */
+function localParts(f: Intl.DateTimeFormat, ms: number): { y: number; m: number; d: number; secs: number } {
+  const p: Record<string, string> = {};
+  for (const part of f.formatToParts(new Date(ms))) p[part.type] = part.value;
+  const year = p.era === "BC" || p.era === "B" ? 1 - Number(p.year) : Number(p.year);
+  const secs = Date.UTC(year, Number(p.month) - 1, Number(p.day), Number(p.hour), Number(p.minute), Number(p.second)) / 1000;
+  return { y: year, m: Number(p.month), d: Number(p.day), secs };
+}
+
+/** offset is the zone's offset from UTC at the instant unix (epoch s), in seconds. */
+function offset(f: Intl.DateTimeFormat, unix: number): number {
+  return localParts(f, unix * 1000).secs - unix;
+}
+
+/**
+ * midnight is the instant (epoch ms) of local midnight starting day d of month m (from 1, either
+ * may overflow, as Go's time.Date normalizes) of year y, chosen as time.Date chooses it: the offset
+ * at the local time read as UTC and, when that is not 0, the offset at the instant it gives; so a
+ * midnight that a DST change skips is the instant the new offset gives it.
+ */
+function midnight(f: Intl.DateTimeFormat, y: number, m: number, d: number): number {
+  const unix = Date.UTC(y, m - 1, d) / 1000;
+  let off = offset(f, unix);
+  if (off !== 0) off = offset(f, unix - off);
+  return (unix - off) * 1000;
+}
+
+/**
+ * calendarBounds returns the calendar window of s holding the instant now (epoch ms): its start,
+ * included, and its end, excluded (Go's FixedWindow.Bounds).
+ */
+export function calendarBounds(s: FixedWindowStrategy, now: number): [number, number] {
+  const f = zone(s.timezone);
+  const { y, m, d } = localParts(f, Math.floor(now / 1000) * 1000);
+  if (s.calendar === "month") return [midnight(f, y, m, 1), midnight(f, y, m + 1, 1)];
+  return [midnight(f, y, m, d), midnight(f, y, m, d + 1)];
 }
 
 /** SlidingWindow admits limit over the trailing windowMs from buckets sub-windows (Go's sluice.SlidingWindow). */
@@ -194,12 +291,12 @@ export function SlidingWindowLog(limit: number, windowMs: number): SlidingWindow
 const params: Readonly<Record<StrategyKind, readonly string[]>> = {
   gcra: ["limit", "periodMs", "burst"],
   tokenBucket: ["capacity", "refillPerSec"],
-  fixedWindow: ["limit", "windowMs"],
+  fixedWindow: ["limit", "windowMs", "calendar", "timezone"],
   slidingWindow: ["limit", "windowMs", "buckets"],
   slidingWindowLog: ["limit", "windowMs"],
 };
 
-type Maker = (...args: number[]) => Strategy;
+type Maker = (...args: (number | string)[]) => Strategy;
 const makers: Readonly<Record<StrategyKind, Maker>> = {
   gcra: Gcra as Maker,
   tokenBucket: TokenBucket as Maker,
@@ -213,7 +310,7 @@ const makers: Readonly<Record<StrategyKind, Maker>> = {
  * parameters by name ({limit: 3, periodMs: 1000, burst: 3}). An options object may hold "kind"
  * too (a vector's strategy object as it stands). An unknown kind is an InvalidArgumentError on
  * "kind", a parameter the kind does not take one on that parameter, a missing one fails its
- * range check as Go's zero value does. Calendar windows are not supported by this client.
+ * range check as Go's zero value does. A fixed window takes windowMs, or calendar and timezone.
  */
 export function fromSpec(kind: string, options: Readonly<Record<string, unknown>> = {}): Strategy {
   if (!Object.hasOwn(params, kind)) {
@@ -227,7 +324,8 @@ export function fromSpec(kind: string, options: Readonly<Record<string, unknown>
     if (name === "kind" && options[name] === kind) continue;
     if (!params[k].includes(name)) throw new InvalidArgumentError(name, `is not a parameter of ${k}`);
   }
-  const args = params[k].map((name) => (options[name] === undefined ? 0 : options[name])) as number[];
+  const zero = (name: string) => (name === "calendar" || name === "timezone" ? "" : 0); // Go's zero values
+  const args = params[k].map((name) => (options[name] === undefined ? zero(name) : options[name])) as (number | string)[];
   return makers[k](...args);
 }
 

@@ -142,6 +142,7 @@ const shared: [string, Strategy][] = [
   ["gcra", Gcra(10, 3_600_000, 10)],
   ["tokenBucket", TokenBucket(10, 10 / 3600)],
   ["fixedWindow", FixedWindow(10, 1e12)],
+  ["fixedWindow calendar month", FixedWindow(10, 0, "month", "Europe/Rome")],
   ["slidingWindow", SlidingWindow(10, 3_600_000, 60)],
   ["slidingWindowLog", SlidingWindowLog(10, 3_600_000)],
 ];
@@ -259,6 +260,31 @@ describe("RedisBackend with the Go store", () => {
       assert.equal((await go.peek("k", now + 30)).remaining, 10, "a reset key is full for Go too");
     });
   }
+
+  test("calendar days: Go and Node alternating across Rome's midnights (one a DST change) decide as each alone", async (t) => {
+    const s = FixedWindow(3, 0, "day", "Europe/Rome");
+    const envs = [setup(t, "calendar:day", s), setup(t, "calendar:day", s), setup(t, "calendar:day", s)];
+    if (!envs[0] || !envs[1] || !envs[2]) return;
+    // Rome's midnight of 26 March 2023 (DST starts at 02:00 that day) is 2023-03-25T23:00Z.
+    const midnights = [Date.UTC(2023, 2, 25, 23), Date.UTC(2023, 2, 26, 22)];
+    const instants = midnights.flatMap((m) => [-3000, -2000, -1000, -500, -1, 0, 1, 500, 1000, 2000].map((d) => m + d));
+    const mixed: Decision[] = [];
+    const nodeOnly: Decision[] = [];
+    const goOnly: Decision[] = [];
+    for (const [i, now] of instants.entries()) {
+      const cost = 1 + (i % 2);
+      mixed.push(i % 2 === 0 ? await envs[0].node.check("k", cost, { now }) : await envs[0].go.check("k", cost, now));
+      nodeOnly.push(plain(await envs[1].node.check("k", cost, { now })));
+      goOnly.push(await envs[2].go.check("k", cost, now));
+    }
+    assert.deepStrictEqual(mixed.map(plain), goOnly);
+    assert.deepStrictEqual(nodeOnly, goOnly);
+    for (const [j, m] of midnights.entries()) {
+      const first = instants.indexOf(m);
+      assert.equal(goOnly[first]!.allowed, true, `the day starting at midnight ${j} starts full`);
+      assert.equal(goOnly[first]!.resetAt, j === 0 ? Date.UTC(2023, 2, 26, 22) : Date.UTC(2023, 2, 27, 22), `a 23-hour day, then a 24-hour one`);
+    }
+  });
 
   test("the scripts are byte for byte the Go store's (their SHA-1s, seen with MONITOR)", async (t) => {
     if (!client || !peer) return t.skip(client ? "no go toolchain" : "no Redis");

@@ -10,6 +10,7 @@ import { describe, test } from "node:test";
 
 import { InvalidArgumentError } from "../src/errors.js";
 import {
+  calendarBounds,
   FixedWindow,
   fromSpec,
   Gcra,
@@ -28,6 +29,7 @@ type Spec = Record<string, number | string> & { kind: string };
 /** Answer is what validating a spec gives: the Go program's reply, or this client's. */
 interface Answer {
   ok: boolean;
+  bounds?: number[];
   ceiling?: number;
   windowMs?: number;
   field?: string;
@@ -39,8 +41,14 @@ interface Answer {
 function tsAnswer(spec: Spec): Answer {
   const { kind, ...params } = spec;
   try {
-    const s = fromSpec(kind, params);
-    return { ok: true, ceiling: s.ceiling, windowMs: headerWindowMs(s) };
+    const { now, ...rest } = params;
+    const s = fromSpec(kind, rest);
+    const a: Answer = { ok: true, ceiling: s.ceiling };
+    if (headerWindowMs(s) !== 0) a.windowMs = headerWindowMs(s); // Go's answer omits a zero
+    if (now !== undefined && s.kind === "fixedWindow") {
+      a.bounds = s.calendar === "" ? [Math.floor(Number(now) / s.windowMs) * s.windowMs, Math.floor(Number(now) / s.windowMs) * s.windowMs + s.windowMs] : calendarBounds(s, Number(now));
+    }
+    return a;
   } catch (err) {
     if (err instanceof InvalidArgumentError) return { ok: false, field: err.field, reason: err.reason };
     throw err;
@@ -92,6 +100,22 @@ function table(): Spec[] {
       }
     }
   }
+  const fw = { kind: "fixedWindow", limit: 5 };
+  out.push(
+    { ...fw, calendar: "day" },
+    { ...fw, calendar: "month", timezone: "UTC" },
+    { ...fw, calendar: "day", timezone: "Europe/Rome" },
+    { ...fw, calendar: "day", timezone: "europe/rome" },
+    { ...fw, calendar: "day", timezone: "Local" },
+    { ...fw, calendar: "day", timezone: "local" },
+    { ...fw, calendar: "day", timezone: "Mars/Olympus_Mons" },
+    { ...fw, calendar: "day", timezone: "+01:00" },
+    { ...fw, calendar: "day", timezone: "EST5EDT" },
+    { ...fw, calendar: "week" },
+    { ...fw, calendar: "day", windowMs: 1000 },
+    { ...fw, windowMs: 1000, timezone: "Europe/Rome" },
+    { ...fw, limit: 0, calendar: "day" },
+  );
   const rand = seeded(20261202);
   const pick = (): number => {
     const r = rand();
@@ -123,6 +147,43 @@ describe("strategies against the Go library", () => {
   });
 });
 
+/** Zones whose days and months Go's Bounds and calendarBounds must agree on, DST quirks and all. */
+const calendarZones = [
+  "UTC",
+  "Europe/Rome",
+  "America/Santiago", // DST starts at midnight: some days begin at 01:00
+  "America/New_York",
+  "America/Havana", // DST at midnight too
+  "Australia/Lord_Howe", // a half-hour DST
+  "Asia/Kolkata",
+  "Asia/Tehran",
+  "Pacific/Apia", // skipped 30 December 2011
+  "Africa/Casablanca",
+];
+
+describe("calendar windows against the Go library", () => {
+  test("calendarBounds equals sluice.FixedWindow.Bounds over 10 zones, 2010 to 2026, days and months", (t) => {
+    const specs: Spec[] = [];
+    const rand = seeded(7);
+    const from = Date.UTC(2010, 0, 1);
+    const to = Date.UTC(2027, 0, 1);
+    for (const timezone of calendarZones) {
+      for (const calendar of ["day", "month"]) {
+        for (let i = 0; i < 400; i++) {
+          specs.push({ kind: "fixedWindow", limit: 5, calendar, timezone, now: Math.floor(from + rand() * (to - from)) });
+        }
+        // Every hour across the spring and autumn changes of 2023 and 2011, where midnights move.
+        for (const start of [Date.UTC(2023, 2, 8), Date.UTC(2023, 8, 1), Date.UTC(2023, 9, 26), Date.UTC(2011, 11, 28)]) {
+          for (let h = 0; h < 24 * 6; h++) specs.push({ kind: "fixedWindow", limit: 5, calendar, timezone, now: start + h * 3_600_000 + 1 });
+        }
+      }
+    }
+    const want = goAnswers(specs);
+    if (!want) return t.skip("no go toolchain");
+    specs.forEach((spec, i) => assert.deepStrictEqual(tsAnswer(spec), want[i], `spec ${JSON.stringify(spec)}`));
+  });
+});
+
 describe("strategies", () => {
   const refusals: [string, () => Strategy, string][] = [
     ["gcra limit 0", () => Gcra(0, 1000, 1), "limit"],
@@ -137,7 +198,12 @@ describe("strategies", () => {
     ["token bucket refill 0", () => TokenBucket(1, 0), "refillPerSec"],
     ["token bucket refill too slow", () => TokenBucket(1e6, 1e-12), "refillPerSec"],
     ["fixed window limit 0", () => FixedWindow(0, 1000), "limit"],
-    ["fixed window windowMs 0 (calendar windows are not supported)", () => FixedWindow(1, 0), "windowMs"],
+    ["fixed window windowMs 0", () => FixedWindow(1, 0), "windowMs"],
+    ["fixed window calendar with windowMs", () => FixedWindow(1, 1000, "day"), "windowMs"],
+    ["fixed window calendar week", () => FixedWindow(1, 0, "week" as "day"), "calendar"],
+    ["fixed window timezone without calendar", () => FixedWindow(1, 1000, "", "Europe/Rome"), "timezone"],
+    ["fixed window timezone Local", () => FixedWindow(1, 0, "day", "Local"), "timezone"],
+    ["fixed window unknown timezone", () => FixedWindow(1, 0, "month", "Nowhere/Town"), "timezone"],
     ["sliding window buckets 0", () => SlidingWindow(1, 1000, 0), "buckets"],
     ["sliding window buckets over windowMs", () => SlidingWindow(1, 10, 11), "buckets"],
     ["sliding window buckets over 4096", () => SlidingWindow(1, 1e6, 4097), "buckets"],
@@ -146,7 +212,7 @@ describe("strategies", () => {
     ["sliding log windowMs 0", () => SlidingWindowLog(1, 0), "windowMs"],
     ["fromSpec unknown kind", () => fromSpec("leakyBucket", {}), "kind"],
     ["fromSpec parameter of another kind", () => fromSpec("gcra", { limit: 1, periodMs: 1, burst: 1, capacity: 3 }), "capacity"],
-    ["fromSpec calendar", () => fromSpec("fixedWindow", { limit: 1, calendar: "day" }), "calendar"],
+    ["fromSpec calendar of a token bucket", () => fromSpec("tokenBucket", { capacity: 1, refillPerSec: 1, calendar: "day" }), "calendar"],
     ["fromSpec missing parameter", () => fromSpec("tokenBucket", { capacity: 3 }), "refillPerSec"],
   ];
   for (const [name, make, field] of refusals) {
@@ -162,7 +228,8 @@ describe("strategies", () => {
     const tb = TokenBucket(10, 100 / 60);
     assert.equal(tb.ceiling, 10);
     assert.equal(tb.windowMs, 6000);
-    assert.deepStrictEqual({ ...FixedWindow(5, 1000) }, { kind: "fixedWindow", limit: 5, windowMs: 1000, ceiling: 5 });
+    assert.deepStrictEqual({ ...FixedWindow(5, 1000) }, { kind: "fixedWindow", limit: 5, windowMs: 1000, calendar: "", timezone: "", ceiling: 5 });
+    assert.deepStrictEqual(fromSpec("fixedWindow", { limit: 5, calendar: "day", timezone: "Europe/Rome" }), FixedWindow(5, 0, "day", "Europe/Rome"));
     assert.deepStrictEqual({ ...SlidingWindow(5, 1000, 4) }, { kind: "slidingWindow", limit: 5, windowMs: 1000, buckets: 4, ceiling: 5 });
     assert.deepStrictEqual({ ...SlidingWindowLog(5, 1000) }, { kind: "slidingWindowLog", limit: 5, windowMs: 1000, ceiling: 5 });
     assert.equal(maxCost(TokenBucket(2.5, 1)), 2);

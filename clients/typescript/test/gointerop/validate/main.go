@@ -4,6 +4,8 @@
 // and answers one JSON line each: {"ok":true,"ceiling":3,"windowMs":1000} (windowMs is
 // header.Window in ms) or {"ok":false,"field":"periodMs","reason":"..."}, the field without the
 // policy's "limits[0]." prefix, or {"ok":false,"error":"..."} for input that is not a strategy.
+// A fixed window's line may hold "now" too (epoch ms): then the answer also holds "bounds", the
+// start and end of the window holding now (sluice.FixedWindow.Bounds).
 //
 //	go run ./clients/typescript/test/gointerop/validate
 package main
@@ -23,12 +25,13 @@ import (
 )
 
 type answer struct {
-	OK       bool    `json:"ok"`
-	Ceiling  float64 `json:"ceiling,omitempty"`
-	WindowMs float64 `json:"windowMs,omitempty"`
-	Field    string  `json:"field,omitempty"`
-	Reason   string  `json:"reason,omitempty"`
-	Error    string  `json:"error,omitempty"`
+	OK       bool      `json:"ok"`
+	Bounds   []float64 `json:"bounds,omitempty"`
+	Ceiling  float64   `json:"ceiling,omitempty"`
+	WindowMs float64   `json:"windowMs,omitempty"`
+	Field    string    `json:"field,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Error    string    `json:"error,omitempty"`
 }
 
 func main() {
@@ -42,7 +45,11 @@ func main() {
 	}
 }
 
-func validate(spec []byte) answer {
+func validate(line []byte) answer {
+	spec, now, err := cutNow(line)
+	if err != nil {
+		return answer{Error: err.Error()}
+	}
 	st, err := conformance.ParseStrategy(spec)
 	var inv *sluice.InvalidError
 	switch {
@@ -52,5 +59,29 @@ func validate(spec []byte) answer {
 		return answer{Error: err.Error()}
 	}
 	w := header.Window(sluice.Limit{Strategy: st})
-	return answer{OK: true, Ceiling: st.Ceiling(), WindowMs: float64(w) / float64(time.Millisecond)}
+	a := answer{OK: true, Ceiling: st.Ceiling(), WindowMs: float64(w) / float64(time.Millisecond)}
+	if fw, ok := st.(sluice.FixedWindow); ok && now != nil {
+		start, end := fw.Bounds(*now)
+		a.Bounds = []float64{start, end}
+	}
+	return a
+}
+
+// cutNow takes "now" out of a line, returning the strategy's spec without it.
+func cutNow(line []byte) ([]byte, *int64, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return nil, nil, err
+	}
+	raw, ok := fields["now"]
+	if !ok {
+		return line, nil, nil
+	}
+	var now int64
+	if err := json.Unmarshal(raw, &now); err != nil {
+		return nil, nil, err
+	}
+	delete(fields, "now")
+	spec, err := json.Marshal(fields)
+	return spec, &now, err
 }
