@@ -8,6 +8,16 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
+// utc is the epoch ms of an RFC 3339 instant.
+func utc(t *testing.T, s string) int64 {
+	t.Helper()
+	ts, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts.UnixMilli()
+}
+
 func TestFixedWindowBounds(t *testing.T) {
 	rome, err := time.LoadLocation("Europe/Rome")
 	if err != nil {
@@ -38,6 +48,16 @@ func TestFixedWindowBounds(t *testing.T) {
 		{"25-hour day (DST ends)", sluice.FixedWindow{Limit: 1, Calendar: sluice.Day, TimeZone: "Europe/Rome"},
 			at("2026-10-25 12:00:00.000"), at("2026-10-25 00:00:00.000"), at("2026-10-25 00:00:00.000") + 25*3_600_000},
 		{"UTC day", sluice.FixedWindow{Limit: 1, Calendar: sluice.Day}, 1_700_000_000_000, 1_699_920_000_000, 1_700_006_400_000},
+		// Santiago's clocks went from 2010-10-10 00:00 (UTC-4) to 01:00 (UTC-3): that day has no
+		// midnight and starts at 04:00 UTC. Its last hour before, the 9th ends there, not an hour early.
+		{"the last hour before a skipped midnight", sluice.FixedWindow{Limit: 1, Calendar: sluice.Day, TimeZone: "America/Santiago"},
+			utc(t, "2010-10-10T03:30:00Z"), utc(t, "2010-10-09T04:00:00Z"), utc(t, "2010-10-10T04:00:00Z")},
+		{"the day whose midnight is skipped", sluice.FixedWindow{Limit: 1, Calendar: sluice.Day, TimeZone: "America/Santiago"},
+			utc(t, "2010-10-10T04:30:00Z"), utc(t, "2010-10-10T04:00:00Z"), utc(t, "2010-10-11T03:00:00Z")},
+		{"the day before a skipped day", sluice.FixedWindow{Limit: 1, Calendar: sluice.Day, TimeZone: "Pacific/Apia"},
+			utc(t, "2011-12-30T05:00:00Z"), utc(t, "2011-12-29T10:00:00Z"), utc(t, "2011-12-30T10:00:00Z")},
+		{"a month starting at a skipped midnight", sluice.FixedWindow{Limit: 1, Calendar: sluice.Month, TimeZone: "America/Havana"},
+			utc(t, "2012-04-15T12:00:00Z"), utc(t, "2012-04-01T05:00:00Z"), utc(t, "2012-05-01T04:00:00Z")},
 		{"leap February", sluice.FixedWindow{Limit: 1, Calendar: sluice.Month, TimeZone: "Europe/Rome"},
 			at("2028-02-29 23:00:00.000"), at("2028-02-01 00:00:00.000"), at("2028-03-01 00:00:00.000")},
 		{"December to January", sluice.FixedWindow{Limit: 1, Calendar: sluice.Month, TimeZone: "Europe/Rome"},

@@ -75,9 +75,24 @@ func (s FixedWindow) Bounds(now int64) (start, end float64) {
 	loc := zone(s.TimeZone)
 	y, m, d := time.UnixMilli(now).In(loc).Date()
 	if s.Calendar == Month {
-		return float64(time.Date(y, m, 1, 0, 0, 0, 0, loc).UnixMilli()), float64(time.Date(y, m+1, 1, 0, 0, 0, 0, loc).UnixMilli())
+		return dayStart(y, m, 1, loc), dayStart(y, m+1, 1, loc)
 	}
-	return float64(time.Date(y, m, d, 0, 0, 0, 0, loc).UnixMilli()), float64(time.Date(y, m, d+1, 0, 0, 0, 0, loc).UnixMilli())
+	return dayStart(y, m, d, loc), dayStart(y, m, d+1, loc)
+}
+
+// dayStart is the first instant (epoch ms) of the local day y-m-d in loc (normalized as time.Date
+// normalizes it). Where a change of offset skips midnight (Santiago's DST in spring) or the whole
+// day (Apia's 2011-12-30), time.Date answers an instant of the day before; the day starts at the
+// change instead, where the offset of the day's noon begins.
+func dayStart(y int, m time.Month, d int, loc *time.Location) float64 {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	day := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	if ty, tm, td := t.Date(); ty != day.Year() || tm != day.Month() || td != day.Day() {
+		_, before := t.Zone()
+		_, after := day.Add(12*time.Hour - time.Duration(before)*time.Second).In(loc).Zone()
+		t = t.Add(time.Duration(after-before) * time.Second)
+	}
+	return float64(t.UnixMilli())
 }
 
 // zones caches loaded time zones by name: time.LoadLocation reads the zone database each time.

@@ -315,17 +315,21 @@ def _offset(zone: tzinfo, unix: int) -> int:
 
 
 def _local_midnight_ms(day: date, zone: tzinfo) -> float:
-    """The instant of midnight starting day in zone, epoch ms, chosen as Go's time.Date chooses it.
+    """The first instant of day in zone, epoch ms, as Go's dayStart finds it.
 
-    Go takes the offset at the local time read as UTC and, when that offset is not 0, the offset at
-    the instant it gives: so a midnight that a DST change skips (Santiago's spring) is the instant
-    the new offset gives it, an hour before the day's first local instant, where Python's fold=0
-    would take the old offset."""
+    Local midnight, read as Go's time.Date reads it (the offset at the local time read as UTC and,
+    when that offset is not 0, the offset at the instant it gives); and where a DST change skips
+    midnight (Santiago's spring), so that this instant is still the day before, the change: when
+    the day's own offset, its noon's, begins."""
     unix = (day - _EPOCH).days * 86400
     off = _offset(zone, unix)
     if off != 0:
         off = _offset(zone, unix - off)
-    return float((unix - off) * 1000)
+    t = unix - off
+    if datetime.fromtimestamp(t, zone).date() != day:
+        before = _offset(zone, t)
+        t += _offset(zone, unix + 12 * 3600 - before) - before
+    return float(t * 1000)
 
 
 def _calendar_bounds(calendar: str, zone: tzinfo, now: int) -> Tuple[float, float]:

@@ -239,16 +239,24 @@ function offset(f: Intl.DateTimeFormat, unix: number): number {
 }
 
 /**
- * midnight is the instant (epoch ms) of local midnight starting day d of month m (from 1, either
- * may overflow, as Go's time.Date normalizes) of year y, chosen as time.Date chooses it: the offset
- * at the local time read as UTC and, when that is not 0, the offset at the instant it gives; so a
- * midnight that a DST change skips is the instant the new offset gives it.
+ * midnight is the first instant (epoch ms) of day d of month m (from 1, either may overflow, as
+ * Go's time.Date normalizes) of year y in f's zone, as Go's dayStart finds it: local midnight, read
+ * as time.Date reads it (the offset at the local time read as UTC and, when that is not 0, the
+ * offset at the instant it gives); and where a DST change skips midnight, so that instant is still
+ * the day before, the change, when the day's own offset (its noon's) begins.
  */
 function midnight(f: Intl.DateTimeFormat, y: number, m: number, d: number): number {
   const unix = Date.UTC(y, m - 1, d) / 1000;
   let off = offset(f, unix);
   if (off !== 0) off = offset(f, unix - off);
-  return (unix - off) * 1000;
+  let t = unix - off;
+  const day = new Date(unix * 1000);
+  const local = localParts(f, t * 1000);
+  if (local.y !== day.getUTCFullYear() || local.m !== day.getUTCMonth() + 1 || local.d !== day.getUTCDate()) {
+    const before = offset(f, t);
+    t += offset(f, unix + 12 * 3600 - before) - before;
+  }
+  return t * 1000;
 }
 
 /**
