@@ -14,7 +14,8 @@ check the backend refuses with ServiceUnavailableError (fail mode closed) is a 5
 Sluice-Fail-Mode: closed; a request with no key is a 400.
 
 The backend is anything with check(policy, key, cost) returning a Decision: ServiceBackend,
-HttpBackend, RedisBackend, or an object of your own. The ASGI middleware awaits check when it is
+HttpBackend, or an object of your own; or a RedisBackend, which holds its one policy (its
+policy_name) and is asked check(key, cost). The ASGI middleware awaits check when it is
 a coroutine function, and otherwise runs it in the loop's default executor.
 """
 
@@ -130,6 +131,10 @@ class _Gate:
         if not callable(getattr(backend, "check", None)):
             raise TypeError("sluice middleware: the backend needs a check(policy, key, cost) method")
         self.backend = backend
+        # A RedisBackend holds its one policy: ask it check(key, cost).
+        self.check: Callable[[str, str, int], Any] = backend.check
+        if getattr(backend, "policy_name", None) is not None:
+            self.check = lambda _policy, key, cost: backend.check(key, cost)
         self.policy = policy
         self.key = key
         self.cost = cost
@@ -211,7 +216,7 @@ class WSGIMiddleware:
     def __call__(self, environ: MutableMapping[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         try:
             key = self._key(environ)
-            d = self._gate.backend.check(self._gate.policy, key, self._gate.cost_of(environ))
+            d = self._gate.check(self._gate.policy, key, self._gate.cost_of(environ))
         except Exception as err:  # noqa: BLE001 - every failure is answered, as Go's OnError does
             return self._send(start_response, self._gate.failure(err))
         denial, fields = self._gate.answer(d)
@@ -271,7 +276,7 @@ class ASGIMiddleware:
         return _valid_key(spec(scope), "key")
 
     async def _check(self, key: str, cost: int) -> Decision:
-        check = self._gate.backend.check
+        check = self._gate.check
         if inspect.iscoroutinefunction(check):
             d = await check(self._gate.policy, key, cost)
         else:

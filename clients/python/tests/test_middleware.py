@@ -317,3 +317,30 @@ def test_asgi_passes_other_scopes() -> None:
     backend = Fixed(Decision(allowed=False))
     asyncio.run(ASGIMiddleware(app, backend, "p")({"type": "lifespan"}, None, None))  # type: ignore[arg-type]
     assert seen == ["lifespan"] and backend.calls == 0
+
+
+@pytest.mark.parametrize("kind", ["wsgi", "asgi"])
+def test_a_redis_backend_is_asked_for_its_own_policy(kind: str) -> None:
+    """A RedisBackend holds one policy: the middleware asks it check(key, cost)."""
+    redis = pytest.importorskip("redis")
+    from sluice import FixedWindow, RedisBackend
+
+    url = os.environ.get("SLUICE_REDIS_URL", "redis://127.0.0.1:6379")
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no Redis at {url} under CI: {err}")
+        pytest.skip(f"no Redis at {url}")
+    prefix = f"sluice-pytest-{uuid.uuid4().hex}"
+    try:
+        backend = RedisBackend(client, "two", FixedWindow(limit=2, window_ms=3_600_000), prefix=prefix)
+        cls, app, call = KINDS[kind]
+        mw = cls(app, backend, "two", key="X-Api-Key")
+        assert [call(mw, {"X-Api-Key": "k"})[0] for _ in range(3)] == [200, 200, 429]
+    finally:
+        keys = list(client.scan_iter(match=prefix + ":*"))
+        if keys:
+            client.delete(*keys)
+        client.close()

@@ -36,8 +36,15 @@ export class NoKeyError extends Error {
   override name = "NoKeyError";
 }
 
+/** OnePolicy is a backend of one policy, its policyName, asked check(key, cost): a RedisBackend. */
+export interface OnePolicy {
+  readonly policyName: string;
+  check(key: string, cost: number): Promise<Decision>;
+}
+
 /**
- * rateLimit checks every request under policy before next sees it. Every answer carries the IETF
+ * rateLimit checks every request under policy before next sees it: through a Checker (the service's
+ * doors), or a OnePolicy backend (RedisBackend), which holds its policy. Every answer carries the IETF
  * RateLimit fields of the decision, as one item named after the policy:
  *
  *     RateLimit-Policy: "<policy>";q=<limit>[;w=<window>]
@@ -47,16 +54,19 @@ export class NoKeyError extends Error {
  * RFC 9457 problem+json body, and never reaches next. A fail-open decision (no limit consulted)
  * goes through with Sluice-Fail-Mode: open and no RateLimit fields.
  */
-export function rateLimit(backend: Checker, policy: string, opts: RateLimitOptions = {}): RateLimitMiddleware {
+export function rateLimit(backend: Checker | OnePolicy, policy: string, opts: RateLimitOptions = {}): RateLimitMiddleware {
   if (!backend || typeof backend.check !== "function" || policy === "") {
     throw new TypeError("rateLimit needs a backend and a policy");
   }
+  const check = "policyName" in backend
+    ? (_policy: string, key: string, cost: number) => backend.check(key, cost)
+    : (backend as Checker).check.bind(backend);
   const keyOf = keyFunc(opts.key);
   const onError = opts.onError ?? defaultOnError;
   return async (req, res, next) => {
     let d: Decision;
     try {
-      d = await backend.check(policy, keyOf(req), opts.cost?.(req) ?? 1);
+      d = await check(policy, keyOf(req), opts.cost?.(req) ?? 1);
     } catch (err) {
       onError(err, req, res);
       return;

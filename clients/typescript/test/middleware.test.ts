@@ -195,3 +195,37 @@ describe("rateLimit's fields", () => {
     assert.throws(() => rateLimit(stub({ resetInMs: 0 }), ""), TypeError);
   });
 });
+
+describe("rateLimit over a RedisBackend", () => {
+  test("asks it for its own policy: two allowed, the third 429", async (t) => {
+    const { Redis } = await import("ioredis");
+    const { FixedWindow, RedisBackend } = await import("../src/index.js");
+    const url = process.env.SLUICE_REDIS_URL || "redis://127.0.0.1:6379";
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => null });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+    } catch (err) {
+      client.disconnect();
+      if (process.env.CI === "true") throw new Error(`no Redis at ${url} (CI=true requires one): ${String(err)}`);
+      return t.skip("no Redis");
+    }
+    const prefix = `sluice-mw-${process.pid}-${Date.now()}`;
+    try {
+      const backend = new RedisBackend(client, "two", FixedWindow(2, 3_600_000), { prefix });
+      await withServer(rateLimit(backend, "two", { key: "x-api-key" }), async (url) => {
+        const statuses: number[] = [];
+        for (let i = 0; i < 3; i++) {
+          const res = await fetch(url, { headers: { "x-api-key": "k" } });
+          await res.arrayBuffer();
+          statuses.push(res.status);
+        }
+        assert.deepEqual(statuses, [200, 200, 429]);
+      });
+    } finally {
+      const keys = await client.keys(`${prefix}:*`);
+      if (keys.length > 0) await client.del(...keys);
+      client.disconnect();
+    }
+  });
+});
