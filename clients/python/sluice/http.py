@@ -99,7 +99,7 @@ class HttpBackend:
         *,
         token: Optional[str] = None,
         timeout: float = 1.0,
-        fail_mode: str = "open",
+        fail_mode: str = "closed",
     ) -> None:
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:

@@ -7,7 +7,7 @@ into a Decision or Forecast, or an error into one of sluice.errors.
 
 When the service cannot answer (unreachable, timed out, UNAVAILABLE), the client's fail mode
 decides the checks: "open" answers Decision(allowed=True, fail_open=True), "closed" raises
-ServiceUnavailableError. Peek, forecast, refund and reset admit nothing, so they always raise. A
+ServiceUnavailableError (the default, as the Go client's). Peek, forecast, refund and reset admit nothing, so they always raise. A
 server's own fail-open decision (fail_open in its answer) is passed through as it came.
 
 grpc is imported when this module is, which importing sluice alone never does.
@@ -103,7 +103,7 @@ class ServiceBackend:
         *,
         token: Optional[str] = None,
         timeout: float = 1.0,
-        fail_mode: str = "open",
+        fail_mode: str = "closed",
         credentials: Optional[grpc.ChannelCredentials] = None,
     ) -> None:
         self._fail_mode = check_fail_mode(fail_mode)
