@@ -6,8 +6,8 @@ is one JSON POST on a kept-alive connection, and the answer becomes a Decision o
 error body {"error","code"} becomes one of sluice.errors.
 
 When the service cannot answer (unreachable, timed out, a 5xx other than 501), the client's fail
-mode decides the checks: "open" answers Decision(allowed=True, fail_open=True), "closed" raises
-ServiceUnavailableError. Peek, forecast, refund and reset always raise. A server's own fail-open
+mode decides the checks: "open" answers Decision(allowed=True, fail_open=True), "closed" (the
+default, as the Go client's) raises ServiceUnavailableError. Peek, forecast, refund and reset always raise. A server's own fail-open
 decision ("failOpen" in its answer) is passed through as it came.
 
 Standard library only (http.client and json).

@@ -6,9 +6,10 @@ input never leaves the process), sends one request over one reused channel, and 
 into a Decision or Forecast, or an error into one of sluice.errors.
 
 When the service cannot answer (unreachable, timed out, UNAVAILABLE), the client's fail mode
-decides the checks: "open" answers Decision(allowed=True, fail_open=True), "closed" raises
-ServiceUnavailableError (the default, as the Go client's). Peek, forecast, refund and reset admit nothing, so they always raise. A
-server's own fail-open decision (fail_open in its answer) is passed through as it came.
+decides the checks: "open" answers Decision(allowed=True, fail_open=True), "closed" (the default,
+as the Go client's) raises ServiceUnavailableError. Peek, forecast, refund and reset admit nothing,
+so they always raise. A server's own fail-open decision (fail_open in its answer) is passed
+through as it came.
 
 grpc is imported when this module is, which importing sluice alone never does.
 """
