@@ -5,8 +5,9 @@
 Each side runs n checks of one key on Redis's clock (now 0), one at a time after 200 to warm up,
 and reports the median, 99th percentile and mean in microseconds. Python runs RedisBackend.check
 (the general check script, EVALSHA through redis-py); Go runs redisstore.Store.Check (its
-one-limit batch script, through rueidis) via tests/gointerop's bench command. Both use a GCRA
-limit that admits every check, so every check writes.
+one-limit batch script, through rueidis) via the bench op of clients/gointerop/peer, which
+answers the latencies it measured; both are summarized here alike. Both use a GCRA limit that
+admits every check, so every check writes.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ STRATEGY = Gcra(limit=1_000_000, period_ms=1000, burst=1_000_000)
 
 
 def _summary(took_us: List[float]) -> Dict[str, float]:
-    """n, p50, p99 and mean of took_us, as gointerop's bench computes them."""
+    """n, p50, p99 and mean of took_us, for either side."""
     s = sorted(took_us)
     n = len(s)
     return {"n": n, "p50Us": s[n // 2], "p99Us": s[n * 99 // 100], "meanUs": statistics.fmean(s)}
@@ -57,17 +58,20 @@ def bench_python(url: str, prefix: str, n: int) -> Dict[str, float]:
 
 
 def bench_go(url: str, prefix: str, n: int) -> Dict[str, float]:
-    """n checks through the Go store (tests/gointerop's bench command)."""
+    """n checks through the Go store (the bench op of clients/gointerop/peer)."""
     go = shutil.which("go")
     if go is None:
         raise SystemExit("no go on PATH")
-    args = [go, "run", "./clients/python/tests/gointerop", "-url", url, "-prefix", prefix,
-            "-policy", "bench", "-strategy", json.dumps(STRATEGY.spec())]
-    out = subprocess.run(args, cwd=REPO, input=f"bench {n} go\n", capture_output=True, text=True,
-                         check=True, timeout=600).stdout
+    request = {"prefix": prefix, "policy": "bench", "strategy": STRATEGY.spec(), "op": "bench",
+               "key": "go", "cost": 1, "n": n, "warm": 200}
+    out = subprocess.run([go, "run", "./clients/gointerop/peer", "-url", url], cwd=REPO,
+                         input=json.dumps(request) + "\n", capture_output=True, text=True, check=True,
+                         timeout=600).stdout
     redis.Redis.from_url(url).delete(f"{prefix}:{{bench:go}}")
-    result: Dict[str, float] = json.loads(out)
-    return result
+    reply = json.loads(out)
+    if "error" in reply:
+        raise SystemExit(f"go peer: {reply['error']}")
+    return _summary([ns / 1000 for ns in reply["latenciesNs"]])
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 The tests that need Redis use 127.0.0.1:6379 (or SLUICE_REDIS_URL), each under a prefix of its own;
 without a Redis they skip, except under CI=true, where they fail. The Go tests run
-tests/gointerop (the Go store, store/redis) with ``go run`` and skip without a Go toolchain, except
-under CI=true.
+clients/gointerop/peer (the Go store, store/redis) with ``go run`` and skip without a Go
+toolchain, except under CI=true.
 """
 
 from __future__ import annotations
@@ -401,39 +401,44 @@ def test_script_error_is_unavailable(client: Any, prefix: str) -> None:
 
 
 class GoStore:
-    """The Go store (tests/gointerop) on the same Redis, prefix and policy, fed one command a line."""
+    """The Go store (clients/gointerop/peer) on the same Redis, prefix and policy, fed one JSON
+    request a line (the peer's doc states the protocol)."""
 
     def __init__(self, prefix: str, policy: str, strategy: Strategy) -> None:
         go = shutil.which("go")
         if go is None:
             _unavailable("no Go toolchain")
-        args = [go, "run", "./clients/python/tests/gointerop", "-url", URL, "-prefix", prefix,
-                "-policy", policy, "-strategy", json.dumps(strategy.spec())]
+        args = [go, "run", "./clients/gointerop/peer", "-url", URL]
+        self.base = {"prefix": prefix, "policy": policy, "strategy": strategy.spec()}
         self.proc = subprocess.Popen(args, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def ask(self, line: str) -> Dict[str, Any]:
+    def ask(self, op: str, key: str = "", cost: int = 1, now: Optional[int] = None, **more: Any) -> Dict[str, Any]:
+        """The peer's reply to op on key at now (None: Redis's clock), which must not be an error."""
         assert self.proc.stdin and self.proc.stdout
+        line = json.dumps({**self.base, "op": op, "key": key, "cost": cost, "now": now or 0, **more})
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         reply = self.proc.stdout.readline()
-        assert reply, f"gointerop exited ({self.proc.poll()}) on {line!r}"
+        assert reply, f"the Go peer exited ({self.proc.poll()}) on {line!r}"
         out: Dict[str, Any] = json.loads(reply)
         assert "error" not in out, out
         return out
 
     def check(self, key: str, cost: int = 1, now: Optional[int] = None) -> Decision:
-        d = self.ask(f"check {key} {cost} {now or 0}")
+        d = self.ask("check", key, cost, now)["decision"]
         return Decision(d["allowed"], d["limit"], d["remaining"], d["resetAt"], d["retryAfterMs"],
                         denied_by=-1 if d["allowed"] else 0)
 
     def check_many(self, keys: List[str], cost: int = 1, now: Optional[int] = None) -> List[Decision]:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(f"many {','.join(keys)} {cost} {now or 0}\n")
-        self.proc.stdin.flush()
-        out = json.loads(self.proc.stdout.readline())
+        out = self.ask("checkMany", cost=cost, now=now, keys=keys)["decisions"]
         assert isinstance(out, list), out
         return [Decision(d["allowed"], d["limit"], d["remaining"], d["resetAt"], d["retryAfterMs"],
                          denied_by=-1 if d["allowed"] else 0) for d in out]
+
+    def forecast(self, key: str, cost: int = 1, now: Optional[int] = None) -> Dict[str, Any]:
+        """The peer's forecast, as sluice.Forecast's JSON."""
+        out: Dict[str, Any] = self.ask("forecast", key, cost, now)["forecast"]
+        return out
 
     def close(self) -> None:
         assert self.proc.stdin
@@ -513,7 +518,7 @@ def test_go_and_python_decide_as_one(client: Any, prefix: str, go_store: Any, st
     # Peek and forecast read what the Go checks wrote as well.
     assert mixed.peek("k", now=now) == alone.peek("k", now=now)
     assert mixed.forecast("k", 1, now=now) == alone.forecast("k", 1, now=now)
-    g = go.ask(f"forecast k 1 {now}")
+    g = go.forecast("k", 1, now)
     f = alone.forecast("k", 1, now=now)
     assert (g["spendableNow"], g["nextReplenishAt"], g["fullAt"]) == (f.spendable_now, f.next_replenish_at, f.full_at)
 
@@ -543,9 +548,9 @@ def test_go_sends_the_same_general_scripts(client: Any, prefix: str, go_store: A
     t = threading.Thread(target=watch, daemon=True)
     t.start()
     assert ready.wait(10)
-    go.ask(f"peek k {T0}")
-    go.ask(f"forecast k 1 {T0}")
-    go.ask(f"refund k 1 {T0}")
+    go.ask("peek", "k", now=T0)
+    go.ask("forecast", "k", 1, T0)
+    go.ask("refund", "k", 1, T0)
     go.check_many(["a", "b"], 1, T0)
     client.echo(stop)
     t.join(10)

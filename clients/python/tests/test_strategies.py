@@ -1,7 +1,7 @@
 """The strategies: validated as the Go library validates them, built from their wire specs.
 
 The table is checked twice: against what Python must answer (the field named), and, when a Go
-toolchain is at hand, against the Go library itself (tests/gointerop/validate runs
+toolchain is at hand, against the Go library itself (clients/gointerop/validate runs
 conformance.ParseStrategy and sluice.NewPolicy on the same specs): the same specs valid, the same
 parameter named, the same ceiling and header window.
 """
@@ -210,22 +210,35 @@ def test_derived(strategy: Strategy, kind: str, letter: str, ceiling: int, windo
 
 
 def _go_validate(specs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """clients/gointerop/validate's answers to specs, one each (its doc states the protocol)."""
     go = shutil.which("go")
     if go is None:
         if os.environ.get("CI") == "true":
             pytest.fail("no Go toolchain under CI")
         pytest.skip("no Go toolchain")
     lines = "".join(json.dumps(s) + "\n" for s in specs)
-    out = subprocess.run([go, "run", "./clients/python/tests/gointerop/validate"], cwd=REPO, input=lines,
+    out = subprocess.run([go, "run", "./clients/gointerop/validate"], cwd=REPO, input=lines,
                          capture_output=True, text=True, timeout=300, check=True).stdout
     return [json.loads(line) for line in out.splitlines()]
+
+
+def _go_validity(specs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The validate answers as the table compares them: an answer's fields left out when zero are
+    there, field "" for a spec Go's JSON decoding refused (an "error" answer), and the ceiling in
+    whole units, as Python's strategies count it (the Go answer's Strategy.Ceiling(), truncated)."""
+    answers = []
+    for a in _go_validate(specs):
+        a = {"field": "", "ceiling": 0, "windowMs": 0.0, **a}
+        a["ceiling"] = int(a["ceiling"])
+        answers.append(a)
+    return answers
 
 
 def test_go_validates_alike() -> None:
     """Go accepts and refuses the same specs, naming the same parameter, with the same ceiling and
     header window."""
     specs = [spec for spec, _ in TABLE] + [spec for spec, _ in REFUSED_BY_TYPE]
-    answers = _go_validate(specs)
+    answers = _go_validity(specs)
     assert len(answers) == len(specs)
     for spec, go in zip(specs, answers):
         try:
@@ -244,8 +257,32 @@ ZONES = ["", "UTC", "Europe/Rome", "America/Santiago", "America/Havana", "Asia/B
          "Australia/Lord_Howe", "Pacific/Apia", "America/Sao_Paulo", "Asia/Kolkata"]
 
 
+def _go_script_bounds(cases: List[Tuple[Dict[str, Any], int]]) -> List[Dict[str, Any]]:
+    """For each (spec, now) of a fixed window, {"bounds": [b0, b1, b2, b3]}, the bounds the Redis
+    store's calendarBounds sends its scripts for a call at now, from Go's FixedWindow.Bounds as it
+    computes them: the window holding now, then the windows holding its start - 1 and its end (a
+    second run of clients/gointerop/validate); or {"error": ...} when Go answered one."""
+    held = _go_validate([{**spec, "now": now} for spec, now in cases])
+    assert len(held) == len(cases)
+    around = _go_validate([{**spec, "now": n} for (spec, _), a in zip(cases, held) if "bounds" in a
+                           for n in (int(a["bounds"][0]) - 1, int(a["bounds"][1]))])
+    out: List[Dict[str, Any]] = []
+    for a in held:
+        if "bounds" not in a:
+            out.append({"error": a.get("error", a)})
+            continue
+        before, after = around[0], around[1]
+        around = around[2:]
+        if "bounds" not in before or "bounds" not in after:
+            out.append({"error": (before, after)})
+            continue
+        out.append({"bounds": [before["bounds"][0], *a["bounds"], after["bounds"][1]]})
+    return out
+
+
 def test_calendar_bounds_as_go() -> None:
     """The bounds sent to the scripts for a calendar window equal Go's, across zones and years."""
+    cases: List[Tuple[Dict[str, Any], int]] = []
     lines, want = [], []
     for zone in ZONES:
         for calendar in ("day", "month"):
@@ -257,18 +294,11 @@ def test_calendar_bounds_as_go() -> None:
             # (Santiago 2010-10-10, Havana 2012-03-11, Beirut 2019-03-31) or that Apia skipped.
             for now in [*range(1_262_304_000_000, 1_767_225_600_000, 105_437_000),
                         1_286_712_000_000, 1_331_467_200_000, 1_554_033_600_000, 1_325_332_800_000]:
+                cases.append((spec, now))
                 lines.append(json.dumps({"spec": spec, "now": now}))
                 want.append(s.script_params(now))
-    go = shutil.which("go")
-    if go is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("no Go toolchain under CI")
-        pytest.skip("no Go toolchain")
-    out = subprocess.run([go, "run", "./clients/python/tests/gointerop/validate", "-bounds"], cwd=REPO,
-                         input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300,
-                         check=True).stdout.splitlines()
+    out = _go_script_bounds(cases)
     assert len(out) == len(lines)
-    for line, answer, params in zip(lines, out, want):
-        got = json.loads(answer)
+    for line, got, params in zip(lines, out, want):
         assert "error" not in got, (line, got)
         assert [float(x) for x in params[3:]] == got["bounds"], line

@@ -1,10 +1,10 @@
 // RedisBackend beside the Go Redis store on one Redis (SLUICE_REDIS_URL, or 127.0.0.1:6379): the
-// Go side is test/gointerop/peer (go run), a process of store/redis on the same prefix and policy.
-// Go and Node alternate checks on one key and share one limit; a vector replayed half by each
-// decides every step as the vector says; peek, forecast, refund, reset and checkMany answer as the
-// Go store's; the scripts RedisBackend assembles are byte for byte those the Go store sends (their
-// SHA-1s, seen with MONITOR). Then bad input, refused before anything is sent, and Redis failures.
-// Without Redis or Go the tests skip, except under CI=true, where they fail.
+// Go side is clients/gointerop/peer (go run), a process of store/redis on the same prefix and
+// policy. Go and Node alternate checks on one key and share one limit; a vector replayed half by
+// each decides every step as the vector says; peek, forecast, refund, reset and checkMany answer as
+// the Go store's; the scripts RedisBackend assembles are byte for byte those the Go store sends
+// (their SHA-1s, seen with MONITOR). Then bad input, refused before anything is sent, and Redis
+// failures. Without Redis or Go the tests skip, except under CI=true, where they fail.
 
 import assert from "node:assert/strict";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
@@ -76,13 +76,13 @@ interface PeerReply {
   error?: string;
 }
 
-/** GoPeer is the Go store in a process of its own (test/gointerop/peer), one request at a time. */
+/** GoPeer is the Go store in a process of its own (clients/gointerop/peer), one request at a time. */
 class GoPeer {
   readonly #proc: ChildProcessWithoutNullStreams;
   readonly #waiting: ((line: string) => void)[] = [];
 
   constructor() {
-    this.#proc = spawn("go", ["run", "./clients/typescript/test/gointerop/peer", "-url", redisURL], { cwd: repoRoot() });
+    this.#proc = spawn("go", ["run", "./clients/gointerop/peer", "-url", redisURL], { cwd: repoRoot() });
     this.#proc.stderr.on("data", (b: Buffer) => process.stderr.write(b));
     createInterface({ input: this.#proc.stdout }).on("line", (line) => this.#waiting.shift()?.(line));
   }

@@ -1,6 +1,6 @@
 // The strategies are validated exactly as the Go library validates them: a table of strategies,
 // hand-picked boundaries and seeded random ones, goes through fromSpec here and through the Go
-// library (test/gointerop/validate, go run), and the two must agree on whether each is valid, the
+// library (clients/gointerop/validate, go run), and the two must agree on whether each is valid, the
 // field and reason of each refusal, and each valid one's ceiling and header window. Without Go the
 // comparison skips, except under CI=true. Tables of this client's own refusals follow.
 
@@ -57,7 +57,7 @@ function tsAnswer(spec: Spec): Answer {
 
 /** goAnswers validates every spec with the Go library, or returns undefined when there is no Go. */
 function goAnswers(specs: readonly Spec[]): Answer[] | undefined {
-  const r = spawnSync("go", ["run", "./clients/typescript/test/gointerop/validate"], {
+  const r = spawnSync("go", ["run", "./clients/gointerop/validate"], {
     cwd: repoRoot(),
     input: specs.map((s) => JSON.stringify(s)).join("\n") + "\n",
     encoding: "utf8",
