@@ -69,7 +69,7 @@ func validate(line []byte) answer {
 	if err != nil {
 		return answer{Error: err.Error()}
 	}
-	st, err := conformance.ParseStrategy(spec)
+	st, err := parse(spec)
 	var inv *sluice.InvalidError
 	switch {
 	case errors.As(err, &inv):
@@ -84,6 +84,22 @@ func validate(line []byte) answer {
 		a.Bounds = []float64{start, end}
 	}
 	return a
+}
+
+// parsed holds the strategies parsed so far, by spec: a calendar window's time zone is loaded once.
+var parsed = map[string]struct {
+	st  sluice.Strategy
+	err error
+}{}
+
+// parse is conformance.ParseStrategy(spec), remembered.
+func parse(spec []byte) (sluice.Strategy, error) {
+	p, ok := parsed[string(spec)]
+	if !ok {
+		p.st, p.err = conformance.ParseStrategy(spec)
+		parsed[string(spec)] = p
+	}
+	return p.st, p.err
 }
 
 // cutNow takes "now" out of a line, returning the strategy's spec without it.

@@ -266,13 +266,14 @@ def _go_script_bounds(cases: List[Tuple[Dict[str, Any], int]]) -> List[Dict[str,
     assert len(held) == len(cases)
     around = _go_validate([{**spec, "now": n} for (spec, _), a in zip(cases, held) if "bounds" in a
                            for n in (int(a["bounds"][0]) - 1, int(a["bounds"][1]))])
+    assert len(around) == 2 * sum("bounds" in a for a in held)
     out: List[Dict[str, Any]] = []
+    neighbours = iter(around)
     for a in held:
         if "bounds" not in a:
             out.append({"error": a.get("error", a)})
             continue
-        before, after = around[0], around[1]
-        around = around[2:]
+        before, after = next(neighbours), next(neighbours)
         if "bounds" not in before or "bounds" not in after:
             out.append({"error": (before, after)})
             continue
