@@ -7,11 +7,9 @@
 // failures. Without Redis or Go the tests skip, except under CI=true, where they fail.
 
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { after, before, describe, test, type TestContext } from "node:test";
 
 import { Redis } from "ioredis";
@@ -28,89 +26,11 @@ import {
   type Strategy,
 } from "../src/strategies.js";
 import type { Decision } from "../src/types.js";
+import { ci, connect, dropPrefix, freshPrefix, full, goPeer, type Peer, type PeerReply, spec } from "./peers.js";
 import { repoRoot } from "./serve.js";
 
-const redisURL = process.env.SLUICE_REDIS_URL || "redis://127.0.0.1:6379";
-const ci = process.env.CI === "true";
-
-/** connect returns a client of the test Redis, or undefined (a skip) when none answers outside CI. */
-async function connect(): Promise<Redis | undefined> {
-  const client = new Redis(redisURL, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => null });
-  client.on("error", () => {}); // connect() rejects with it
-  try {
-    await client.connect();
-    await client.ping();
-    return client;
-  } catch (err) {
-    client.disconnect();
-    if (ci) throw new Error(`no Redis at ${redisURL} (CI=true requires one): ${String(err)}`);
-    return undefined;
-  }
-}
-
-/** dropPrefix deletes every key under prefix. */
-async function dropPrefix(client: Redis, prefix: string): Promise<void> {
-  let cursor = "0";
-  do {
-    const [next, keys] = await client.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
-    if (keys.length > 0) await client.del(...keys);
-    cursor = next;
-  } while (cursor !== "0");
-}
-
-/** freshPrefix is a key prefix no other test uses. */
-function freshPrefix(): string {
-  return `sluicetest-${randomBytes(6).toString("hex")}`;
-}
-
-/** spec is a strategy in the vectors' form, as the Go peer reads it. */
-function spec(s: Strategy): Record<string, unknown> {
-  const { ceiling: _c, windowMs, ...rest } = s as Strategy & Record<string, unknown>;
-  return s.kind === "gcra" || s.kind === "tokenBucket" ? rest : { ...rest, windowMs };
-}
-
-interface PeerReply {
-  decision?: Decision;
-  decisions?: Decision[];
-  forecast?: { spendableNow: number; nextReplenishAt: number; fullAt: number };
-  error?: string;
-}
-
-/** GoPeer is the Go store in a process of its own (clients/gointerop/peer), one request at a time. */
-class GoPeer {
-  readonly #proc: ChildProcessWithoutNullStreams;
-  readonly #waiting: ((line: string) => void)[] = [];
-
-  constructor() {
-    this.#proc = spawn("go", ["run", "./clients/gointerop/peer", "-url", redisURL], { cwd: repoRoot() });
-    this.#proc.stderr.on("data", (b: Buffer) => process.stderr.write(b));
-    createInterface({ input: this.#proc.stdout }).on("line", (line) => this.#waiting.shift()?.(line));
-  }
-
-  /** ready resolves once the peer answers, or rejects when it cannot start (no Go). */
-  ready(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.#proc.once("error", reject);
-      this.#proc.once("exit", (code) => reject(new Error(`go peer exited ${code}`)));
-      const probe = { prefix: "sluicetest-probe", policy: "probe", strategy: { kind: "fixedWindow", limit: 1, windowMs: 1000 }, op: "peek", key: "k" };
-      this.request(probe).then(() => resolve(), reject);
-    });
-  }
-
-  request(req: Record<string, unknown>): Promise<PeerReply> {
-    return new Promise((resolve) => {
-      this.#waiting.push((line) => resolve(JSON.parse(line) as PeerReply));
-      this.#proc.stdin.write(JSON.stringify(req) + "\n");
-    });
-  }
-
-  close(): void {
-    this.#proc.stdin.end();
-  }
-}
-
 /** goOf returns what the Go store answers for backend's policy under its prefix. */
-function goOf(peer: GoPeer, b: RedisBackend) {
+function goOf(peer: Peer, b: RedisBackend) {
   const base = { prefix: b.prefix, policy: b.policyName, strategy: spec(b.strategy) };
   const call = async (req: Record<string, unknown>): Promise<PeerReply> => {
     const r = await peer.request({ ...base, ...req });
@@ -125,11 +45,6 @@ function goOf(peer: GoPeer, b: RedisBackend) {
     checkMany: async (keys: string[], cost = 1, now = 0) => (await call({ op: "checkMany", keys, cost, now })).decisions!.map(full),
     checkAll: async (keys: string[], cost = 1, now = 0) => void (await call({ op: "checkAll", keys, cost, now })),
   };
-}
-
-/** full is a Go decision's JSON as this client's Decision (omitted fields are their zero values). */
-function full(d: Decision): Decision {
-  return { ...d, parts: d.parts ?? [], failOpen: d.failOpen ?? false, override: d.override ?? false, plan: d.plan ?? "" };
 }
 
 /** plain is a decision as a plain object, to compare with deepStrictEqual. */
@@ -149,13 +64,13 @@ const shared: [string, Strategy][] = [
 
 describe("RedisBackend with the Go store", () => {
   let client: Redis | undefined;
-  let peer: GoPeer | undefined;
+  let peer: Peer | undefined;
   const prefixes: string[] = [];
 
   before(async () => {
     client = await connect();
     if (!client) return;
-    const p = new GoPeer();
+    const p = goPeer();
     try {
       await p.ready();
       peer = p;

@@ -4,7 +4,6 @@
 // CI=true, where a missing Redis fails them.
 
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -13,33 +12,8 @@ import { Redis } from "ioredis";
 
 import { RedisBackend } from "../src/redis.js";
 import { fromSpec } from "../src/strategies.js";
+import { connect, dropPrefix, freshPrefix } from "./peers.js";
 import { repoRoot } from "./serve.js";
-
-/** connect returns a client of the test Redis, or undefined (a skip) when none answers outside CI. */
-async function connect(): Promise<Redis | undefined> {
-  const url = process.env.SLUICE_REDIS_URL || "redis://127.0.0.1:6379";
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: () => null });
-  client.on("error", () => {}); // connect() rejects with it
-  try {
-    await client.connect();
-    await client.ping();
-    return client;
-  } catch (err) {
-    client.disconnect();
-    if (process.env.CI === "true") throw new Error(`no Redis at ${url} (CI=true requires one): ${String(err)}`);
-    return undefined;
-  }
-}
-
-/** dropPrefix deletes every key under prefix. */
-async function dropPrefix(client: Redis, prefix: string): Promise<void> {
-  let cursor = "0";
-  do {
-    const [next, keys] = await client.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
-    if (keys.length > 0) await client.del(...keys);
-    cursor = next;
-  } while (cursor !== "0");
-}
 
 interface Step {
   key: string;
@@ -74,7 +48,7 @@ describe("conformance vectors through RedisBackend", () => {
       test(`${file}: ${c.name}`, async (t) => {
         if (!client) return t.skip("no Redis");
         const { kind, ...params } = c.strategy;
-        const prefix = `sluicetest-${randomBytes(6).toString("hex")}`;
+        const prefix = freshPrefix();
         const backend = new RedisBackend(client, "vector", fromSpec(kind, params), { prefix });
         try {
           for (const [i, step] of c.steps.entries()) {
