@@ -247,7 +247,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, closer, err := openStoreWith(cfg.Store, cfg.MaxKeys)
+	store, closer, err := openStoreWith(cfg.Store, cfg.MaxKeys, f.allowClientTime)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ const supportedStores = "memory (or memory://), redis://host:port[/db], redis-se
 const openTimeout = 30 * time.Second
 
 // openStore opens the store that url names; the closer releases it. Shared stores plug in here.
-func openStore(url string) (sluice.Store, io.Closer, error) { return openStoreWith(url, 0) }
+func openStore(url string) (sluice.Store, io.Closer, error) { return openStoreWith(url, 0, false) }
 
 // storeKind names the store url is for: "memory", "redis" or "postgres"; "" for none supported.
 func storeKind(url string) string {
@@ -37,11 +37,18 @@ func storeKind(url string) string {
 	return ""
 }
 
-// openStoreWith is openStore with the embedded store's key cap (0: none).
-func openStoreWith(url string, maxKeys int) (sluice.Store, io.Closer, error) {
+// openStoreWith is openStore with the embedded store's key cap (0: none). With clientTime
+// (--allow-client-time) the embedded store does not sweep: requests decide at instants of their
+// own, often far from the clock the sweep would judge idleness by, and it would drop keys a replay
+// is still using; the key cap still bounds it.
+func openStoreWith(url string, maxKeys int, clientTime bool) (sluice.Store, io.Closer, error) {
 	switch storeKind(url) {
 	case "memory":
-		s := memory.New(memory.Config{MaxKeys: maxKeys})
+		cfg := memory.Config{MaxKeys: maxKeys}
+		if clientTime {
+			cfg.SweepInterval = -1
+		}
+		s := memory.New(cfg)
 		return s, s, nil
 	case "redis":
 		s, err := redisstore.Open(url)
