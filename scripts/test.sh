@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: sluice's tests, as `make test` runs them: gofmt, vet, staticcheck, the race tests, the
-# conformance vectors on every store, and one run of every benchmark. It changes nothing on the
+# conformance vectors on every store, the Python and TypeScript clients' tests, and one run of every
+# benchmark. It changes nothing on the
 # machine: it needs Go, and a Redis and a PostgreSQL it can reach, and says which are missing.
 # (.ci/run installs and starts them on a CI machine, then runs this.)
 #
@@ -79,6 +80,27 @@ if command -v psql >/dev/null; then
 	psql "$PG_URL" -qc "set client_min_messages = warning; drop schema if exists $schema cascade"
 else
 	echo "note: no psql: the schema $schema is left in the database"
+fi
+
+# The Python and TypeScript clients replay the vectors through every door, against this Redis and a
+# sluice serve built from this tree. They need Debian's Python packages and Node 20 with npm.
+step "python client"
+PY=${SLUICE_PYTHON:-/usr/bin/python3}
+if "$PY" -c 'import grpc, google.protobuf, grpc_tools, redis, pytest' 2>/dev/null; then
+	SLUICE_REDIS_URL=$REDIS_URL "$PY" -m pytest -q -p no:cacheprovider clients/python
+elif [[ ${CI:-} == true ]]; then
+	fail "no Python at $PY with grpcio, protobuf, grpc_tools, redis and pytest (apt-get install python3-grpcio python3-protobuf python3-grpc-tools python3-redis python3-pytest)"
+else
+	echo "note: no Python at $PY with grpcio, protobuf, grpc_tools, redis and pytest: the Python client is not tested (apt-get install python3-grpcio python3-protobuf python3-grpc-tools python3-redis python3-pytest, or set SLUICE_PYTHON)"
+fi
+
+step "typescript client"
+if command -v npm >/dev/null && node -e 'process.exit(+process.versions.node.split(".")[0] < 20)' 2>/dev/null; then
+	(cd clients/typescript && npm ci --no-audit --no-fund && SLUICE_REDIS_URL=$REDIS_URL npm test)
+elif [[ ${CI:-} == true ]]; then
+	fail "no Node 20 or later with npm: the TypeScript client cannot be tested"
+else
+	echo "note: no Node 20 or later with npm: the TypeScript client is not tested"
 fi
 
 if [[ -f bench/go.mod ]]; then
