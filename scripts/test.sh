@@ -95,7 +95,7 @@ else
 fi
 
 step "typescript client"
-if command -v npm >/dev/null && node -e 'process.exit(+process.versions.node.split(".")[0] < 20)' 2>/dev/null; then
+if command -v npm >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null; then
 	(cd clients/typescript && npm ci --no-audit --no-fund && SLUICE_REDIS_URL=$REDIS_URL npm test)
 elif [[ ${CI:-} == true ]]; then
 	fail "no Node 20 or later with npm: the TypeScript client cannot be tested"
