@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
+	"github.com/sluicehq/sluice/internal/regionsim"
 	"github.com/sluicehq/sluice/region"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
+	"github.com/sluicehq/sluice/internal/regionsim"
 )
 
 // issueExample is docs/regions.md's example.

@@ -1,6 +1,7 @@
 // Package regionsim replays an hour of shifting demand against package region's even and
-// rebalanced splits, for sluice simulate regions, and draws it as an SVG a browser opens.
-// It is the command's, not the library's: region holds the arithmetic and the coordinator.
+// rebalanced splits, for sluice simulate regions and the console's regions page, and draws it as
+// an SVG a browser opens. It is the module's, not the library's: region holds the arithmetic and
+// the coordinator.
 package regionsim
 
 import (

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/cmd/sluice/internal/regionsim"
+	"github.com/sluicehq/sluice/internal/regionsim"
 	"github.com/sluicehq/sluice/region"
 )
 
