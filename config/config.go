@@ -114,6 +114,8 @@ type Config struct {
 	// Overrides says where the per-key overrides (package overrides) are kept on the embedded
 	// store, and how often a shared store's are reloaded whole. Read at start only.
 	Overrides Overrides
+	// Console configures the operator console at /ui/ (docs/console.md). Read at start only.
+	Console Console
 	// Network holds the listeners' timeouts, connection caps, allowed hosts and trusted proxies.
 	Network
 
@@ -129,6 +131,15 @@ type Overrides struct {
 	// Refresh is how often a process reloads every override from a shared store, the safety net
 	// under the pushed changes; 0 means 30 seconds.
 	Refresh time.Duration
+}
+
+// Console configures the operator console. Its zero value serves it with top keys on.
+type Console struct {
+	// Off turns the console off: /ui/ and /v1/console/ answer 404 (YAML: enabled: false).
+	Off bool
+	// NoTopKeys turns the top-keys sketch off, so that a check does no work for the console
+	// (YAML: topKeys: false); Top keys then answers 501.
+	NoTopKeys bool
 }
 
 // Streams configures stream mode: the store of its log and outputs, and its queries.
@@ -205,7 +216,13 @@ type file struct {
 	MaxSettle    *int64               `yaml:"maxSettle"`
 	RequireStore yaml.Node            `yaml:"requireStore"`
 	Overrides    *rawOverrides        `yaml:"overrides"`
+	Console      *rawConsole          `yaml:"console"`
 	rawNetwork   `yaml:",inline"`
+}
+
+type rawConsole struct {
+	Enabled yaml.Node `yaml:"enabled"`
+	TopKeys yaml.Node `yaml:"topKeys"`
 }
 
 type rawOverrides struct {
@@ -314,6 +331,17 @@ func Parse(data []byte) (*Config, error) {
 			}
 			c.Overrides.Refresh = d
 		}
+	}
+	if rc := f.Console; rc != nil {
+		off, err := unset("console.enabled", &rc.Enabled)
+		if err != nil {
+			return nil, err
+		}
+		noTop, err := unset("console.topKeys", &rc.TopKeys)
+		if err != nil {
+			return nil, err
+		}
+		c.Console = Console{Off: off, NoTopKeys: noTop}
 	}
 	if err := c.network(f.rawNetwork); err != nil {
 		return nil, err
@@ -628,6 +656,13 @@ func setField(rl rawLimit) string {
 }
 
 // boolean reads a true or false that a file may leave out (or set to null) for false.
+// unset reads a boolean that defaults to true: it reports whether the file sets it to false.
+func unset(path string, n *yaml.Node) (bool, error) {
+	v, err := boolean(path, n)
+	absent := n.Kind == 0 || n.ShortTag() == "!!null"
+	return err == nil && !absent && !v, err
+}
+
 func boolean(path string, n *yaml.Node) (bool, error) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -868,7 +903,7 @@ func globCheck(pattern string) (string, error) {
 
 // Keys a file may hold, by level: checkKeys names an unknown one by its path.
 var (
-	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle", "requireStore", "overrides"}
+	fileKeys    = []string{"store", "http", "grpc", "failMode", "storeTimeout", "policies", "envoy", "streams", "maxKeys", "maxSlotTtl", "maxSlotLimit", "maxSettle", "requireStore", "overrides", "console"}
 	streamsKeys = []string{"store", "queries"}
 	queryKeys   = []string{"stream", "window", "windowMs", "grace", "graceMs", "idleFlush", "idleFlushMs", "quota"}
 	limitKeys   = []string{"name", "unit", "strategy", "limit", "burst", "capacity", "refillPerSec", "buckets",
@@ -891,6 +926,11 @@ func checkKeys(doc *yaml.Node) error {
 	}
 	if o := valueOf(root, "overrides"); o != nil {
 		if err := keysIn(o, "overrides.", []string{"file", "refresh"}); err != nil {
+			return err
+		}
+	}
+	if o := valueOf(root, "console"); o != nil {
+		if err := keysIn(o, "console.", []string{"enabled", "topKeys"}); err != nil {
 			return err
 		}
 	}

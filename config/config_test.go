@@ -181,6 +181,9 @@ func TestErrors(t *testing.T) {
 		{"overrides refresh without a unit", "overrides: {refresh: 30}", "overrides.refresh", `at least 1s such as 30s, got "30"`},
 		{"overrides refresh too short", "overrides: {refresh: 10ms}", "overrides.refresh", "at least 1s"},
 		{"overrides unknown field", "overrides: {files: a}", `overrides."files"`, `did you mean "file"?`},
+		{"console enabled not a bool", "console: {enabled: yes please}", "console.enabled", `must be true or false, got "yes please"`},
+		{"console topKeys not a bool", "console: {topKeys: [1]}", "console.topKeys", "must be true or false"},
+		{"console unknown field", "console: {topkeys: false}", `console."topkeys"`, `did you mean "topKeys"?`},
 		{"policy failMode", "policies:\n  a: {failMode: sometimes, strategy: fixedWindow, limit: 1, window: 1s}", "policies.a.failMode", `got "sometimes"`},
 		{"refillPerSec of a composite", "policies:\n  gpt-4o:\n    limits:\n      - {strategy: fixedWindow, limit: 2, window: 1m}\n      - {strategy: tokenBucket, capacity: 1000, refillPerSec: -1}",
 			"policies.gpt-4o.limits[1].refillPerSec", "must be above 0"},
@@ -749,6 +752,27 @@ func TestPlanErrors(t *testing.T) {
 			}
 			if ce.Path != tt.path || !strings.Contains(ce.Reason, tt.reason) {
 				t.Errorf("error %q (path %q), want path %q and a reason containing %q", err, ce.Path, tt.path, tt.reason)
+			}
+		})
+	}
+}
+
+func TestConsole(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		want config.Console
+	}{
+		{"absent: on, with top keys", "", config.Console{}},
+		{"empty section", "console: {}", config.Console{}},
+		{"null values", "console: {enabled: null, topKeys: ~}", config.Console{}},
+		{"both true", "console: {enabled: true, topKeys: true}", config.Console{}},
+		{"off", "console: {enabled: false}", config.Console{Off: true}},
+		{"top keys off", "console: {topKeys: false}", config.Console{NoTopKeys: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustParse(t, tc.yaml).Console; got != tc.want {
+				t.Errorf("Console = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

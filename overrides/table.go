@@ -561,6 +561,14 @@ func (t *Table) List(policy, prefix, pageToken string, limit int) (page []Overri
 	return page, ""
 }
 
+// Count is how many overrides of policy the copy holds, expired ones not yet dropped included.
+func (t *Table) Count(policy string) int {
+	if pt := t.snap.Load().policies[policy]; pt != nil {
+		return pt.n
+	}
+	return 0
+}
+
 // Len is how many overrides the copy holds, expired ones not yet dropped included.
 func (t *Table) Len() int {
 	n := 0

@@ -303,6 +303,9 @@ func TestFile(t *testing.T) {
 	if n := again.Len(); n != 19 {
 		t.Errorf("the new table holds %d overrides, want 19", n)
 	}
+	if n, none := again.Count("api"), again.Count("nope"); n != 19 || none != 0 {
+		t.Errorf("Count: api %d, nope %d; want 19, 0", n, none)
+	}
 	if o, ok := again.Get("api", "k7"); !ok || o.Plan != "pro" || o.Reason != "<&>" || o.UpdatedAt != t0 {
 		t.Errorf("k7: %+v, %v", o, ok)
 	}

@@ -27,12 +27,18 @@ type guard struct {
 	fails failLog
 }
 
-// bound gives ctx the store timeout. A local store never waits, so it is spared the timer.
+// bound gives ctx the store timeout; its cancel func records the call's time in
+// sluice_store_seconds. A local store never waits, so it is spared the timer and the clock.
 func (g *guard) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if g.srv.opts.Local {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, g.srv.StoreTimeout())
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, g.srv.StoreTimeout())
+	return ctx, func() {
+		cancel()
+		g.srv.metrics.storeLatency.Observe(time.Since(start).Seconds())
+	}
 }
 
 // failed counts a store failure and reports whether err is one: not bad input, which the store

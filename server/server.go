@@ -43,6 +43,15 @@ type Options struct {
 	// store's backend, so that every process sees every change. Nil keeps them in this process: in
 	// memory, or in the config's overrides.file.
 	Overrides overrides.Backend
+	// Keys, when set, is told the policy, key and outcome of every decided check, for the
+	// console's top keys. It is called on the check's path and must return in a few ns.
+	Keys KeyObserver
+}
+
+// KeyObserver sees the keys that checks decide (Options.Keys). Denied means the decision was a
+// denial; a fail-open decision is allowed. Checks that failed are not observed.
+type KeyObserver interface {
+	Observe(policy, key string, denied bool)
 }
 
 // Server answers checks for every front end. It is safe for concurrent use.
@@ -414,6 +423,9 @@ func (s *Server) Check(ctx context.Context, now int64, policy, key string, cost 
 	}
 	a, n := outcome(d.Allowed)
 	s.count(policy, a, n, err)
+	if s.opts.Keys != nil && err == nil {
+		s.opts.Keys.Observe(policy, key, !d.Allowed)
+	}
 	s.observe("check", start)
 	return d, err
 }
@@ -427,9 +439,12 @@ func (s *Server) CheckMany(ctx context.Context, now int64, policy string, keys [
 		ds, err = s.lim.CheckMany(ctx, policy, keys, cost)
 	}
 	allowed := 0
-	for _, d := range ds {
+	for i, d := range ds {
 		if d.Allowed {
 			allowed++
+		}
+		if s.opts.Keys != nil && err == nil {
+			s.opts.Keys.Observe(policy, keys[i], !d.Allowed)
 		}
 	}
 	s.count(policy, allowed, len(ds)-allowed, err)
@@ -446,8 +461,12 @@ func (s *Server) CheckAll(ctx context.Context, now int64, items []sluice.Item) (
 		d, err = s.lim.CheckAll(ctx, items...)
 	}
 	a, n := outcome(d.Allowed)
-	for _, it := range items {
+	for i, it := range items {
 		s.count(it.Policy, a, n, err)
+		if s.opts.Keys != nil && err == nil {
+			// Only the item that denied is a denial of its key; the others were not spent.
+			s.opts.Keys.Observe(it.Policy, it.Key, !d.Allowed && d.DeniedBy == i)
+		}
 	}
 	s.observe("check_all", start)
 	return d, err
@@ -519,6 +538,12 @@ func (s *Server) settleBounds(reserved, actual int64) error {
 		}
 	}
 	return nil
+}
+
+// LogAction records an operator's action on a key (a reset or refund through an admin route) and
+// the reason given, for the audit trail: one INFO line.
+func (s *Server) LogAction(op, policy, key, reason string, attrs ...any) {
+	s.log.Info("sluice: "+op, append([]any{"policy", policy, "key", key, "reason", reason}, attrs...)...)
 }
 
 // Reset forgets key under policy.
