@@ -10,7 +10,7 @@ import (
 // a configured policy's name (requests naming any other count under "(unknown)"), never a key.
 type metrics struct {
 	reg          *prometheus.Registry
-	totals       *prometheus.Registry // the series Totals reads: none that does I/O to collect
+	totals       *prometheus.Registry     // the series Totals reads: none that does I/O to collect
 	decisions    *prometheus.CounterVec   // policy, outcome: allowed, denied, error
 	latency      *prometheus.HistogramVec // op
 	storeLatency prometheus.Histogram     // every call to a store that is not local
