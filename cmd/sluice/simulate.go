@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/region"
 )
 
-const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.svg]
+const simulateUsage = `usage: sluice simulate regions --limit N --demand REGION=N[,REGION=N...] [--floor F] [--plot FILE.svg|FILE.html]
 
 Splits a global limit of N requests per interval across regions two ways and compares them: evenly,
 and rebalanced by demand (demand is met in full when it fits in the limit, else in proportion; what
@@ -32,20 +32,18 @@ and last how much of the demand each split serves:
 for the first quarter hour, moves in a straight line over the middle half hour to the next region
 in the order given (the last region's to the first), and holds there for the last quarter hour.
 Shares are rebalanced every minute from the minute before. The picture (an SVG of 1000x660, to
-open in a browser; a FILE not ending in .svg is refused) has two panels over the minutes 0 to 59.
+open in a browser) has two panels over the minutes 0 to 59.
 Top: each region in its own color (the colored boxes of the legend), its demand thick and pale,
 its rebalanced share solid over it, the shortfall between them shaded, and the even share gray
 and dashed. Bottom, for all regions: the demand capped at the limit (black), served by the even
 split (gray, dashed) and by the rebalanced shares (green), what those left unserved shaded red;
-the legend ends with the hour's totals.
+the legend ends with the hour's totals. A FILE ending in .html is a page holding the same picture,
+the hour's totals and a table per region, fetching nothing else; any other extension is refused.
 
 Region names hold letters, digits and "._-" (at most 64 bytes); demand values and the limit are
 whole numbers up to 2^53.
 
 `
-
-// maxSimRegions bounds --demand: more regions than this do not fit the plot's legend.
-const maxSimRegions = 64
 
 // runSimulate runs a simulation: exit 0 on success, 2 on bad usage or when the plot cannot be
 // written.
@@ -72,7 +70,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	limit := fs.Int64("limit", 0, "the global limit `N`, requests per interval (per minute in the plot); required")
 	demandFlag := fs.String("demand", "", "each region's demand per interval, `REGION=N,...`; required")
 	floor := fs.Float64("floor", region.DefaultFloor, "fraction `F` of the limit held evenly for quiet regions out of what demand leaves, from 0 (none) to below 1")
-	plot := fs.String("plot", "", "write an hour's simulation to `FILE`, an SVG (FILE must end in .svg)")
+	plot := fs.String("plot", "", "write an hour's simulation to `FILE`, an SVG (FILE.svg) or an HTML page (FILE.html)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -99,8 +97,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	case !(*floor >= 0 && *floor < 1):
 		return fail("--floor: must be at least 0 and below 1, got %v", *floor)
 	}
+	var write func(*regionsim.Simulation, io.Writer) error
 	if *plot != "" {
-		if err := checkPlotName(*plot); err != nil {
+		if write, err = plotWriter(*plot); err != nil {
 			return fail("--plot: %v", err)
 		}
 	}
@@ -122,7 +121,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail("%s", flagError(err))
 		}
-		if err := writePlot(*plot, sim); err != nil {
+		if err := writePlot(*plot, sim, write); err != nil {
 			return fail("--plot: %v", err)
 		}
 		t := sim.Totals()
@@ -152,24 +151,27 @@ func flagError(err error) string {
 	return name + ": " + inv.Reason
 }
 
-// checkPlotName refuses a plot file whose name does not say SVG, so a .png never holds an SVG.
-func checkPlotName(path string) error {
+// plotWriter picks the plot's format by the file's extension, and refuses any other, so that a
+// .png never holds an SVG.
+func plotWriter(path string) (func(*regionsim.Simulation, io.Writer) error, error) {
 	switch ext := strings.ToLower(filepath.Ext(path)); ext {
 	case ".svg":
-		return nil
+		return (*regionsim.Simulation).WriteSVG, nil
+	case ".html":
+		return (*regionsim.Simulation).WriteHTML, nil
 	case "":
-		return fmt.Errorf("%q has no extension; want .svg", path)
+		return nil, fmt.Errorf("%q has no extension; want .svg or .html", path)
 	default:
-		return fmt.Errorf("cannot write %s: the plot is an SVG, want FILE.svg", ext)
+		return nil, fmt.Errorf("cannot write %s: the plot is an SVG or an HTML page, want FILE.svg or FILE.html", ext)
 	}
 }
 
-func writePlot(path string, sim *regionsim.Simulation) error {
+func writePlot(path string, sim *regionsim.Simulation, write func(*regionsim.Simulation, io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := sim.WriteSVG(f); err != nil {
+	if err := write(sim, f); err != nil {
 		f.Close()
 		return err
 	}
@@ -183,8 +185,8 @@ func parseDemand(s string) ([]string, map[string]int64, error) {
 		return nil, nil, errors.New("no regions; want REGION=N[,REGION=N...]")
 	}
 	items := strings.Split(s, ",")
-	if len(items) > maxSimRegions {
-		return nil, nil, fmt.Errorf("at most %d regions, got %d", maxSimRegions, len(items))
+	if len(items) > regionsim.MaxRegions {
+		return nil, nil, fmt.Errorf("at most %d regions, got %d", regionsim.MaxRegions, len(items))
 	}
 	regions := make([]string, 0, len(items))
 	demand := make(map[string]int64, len(items))
@@ -195,7 +197,7 @@ func parseDemand(s string) ([]string, map[string]int64, error) {
 		if !ok {
 			return nil, nil, fmt.Errorf("item %d (%q) is not REGION=N", i+1, item)
 		}
-		if err := checkRegionName(name); err != nil {
+		if err := regionsim.CheckRegionName(name); err != nil {
 			return nil, nil, fmt.Errorf("item %d: %v", i+1, err)
 		}
 		if _, dup := demand[name]; dup {
@@ -212,18 +214,4 @@ func parseDemand(s string) ([]string, map[string]int64, error) {
 		demand[name] = n
 	}
 	return regions, demand, nil
-}
-
-func checkRegionName(name string) error {
-	if name == "" || len(name) > 64 {
-		return fmt.Errorf("a region name must be 1 to 64 bytes, got %q", name)
-	}
-	for _, c := range []byte(name) {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return fmt.Errorf("region name %q may hold only letters, digits and ._-", name)
-		}
-	}
-	return nil
 }

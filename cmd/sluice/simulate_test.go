@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/net/html"
+
 	"github.com/sluicehq/sluice/internal/regionsim"
+	"github.com/sluicehq/sluice/region"
 )
 
 // issueExample is docs/regions.md's example.
@@ -72,7 +76,7 @@ func TestSimulateRegions(t *testing.T) {
 		{name: "NaN floor", args: []string{"simulate", "regions", "--limit", "9", "--demand", "a=1", "--floor", "NaN"}, code: 2, stderr: []string{"--floor"}},
 		{name: "extra arguments", args: append(issueExample, "now"), code: 2, stderr: []string{`unexpected arguments ["now"]`}},
 		{name: "unknown flag", args: []string{"simulate", "regions", "--regions", "a"}, code: 2, stderr: []string{"-regions"}},
-		{name: "plot to another format", args: append(issueExample, "--plot", filepath.Join(dir, "p.png")), code: 2, stderr: []string{"--plot: cannot write .png: the plot is an SVG, want FILE.svg"}},
+		{name: "plot to another format", args: append(issueExample, "--plot", filepath.Join(dir, "p.png")), code: 2, stderr: []string{"--plot: cannot write .png: the plot is an SVG or an HTML page, want FILE.svg or FILE.html"}},
 		{name: "plot without an extension", args: append(issueExample, "--plot", filepath.Join(dir, "plot")), code: 2, stderr: []string{"--plot:", "no extension"}},
 		{name: "plot into a missing directory", args: append(issueExample, "--plot", filepath.Join(dir, "missing", "p.svg")), code: 2, stderr: []string{"--plot:"}},
 	}
@@ -137,6 +141,11 @@ func TestSimulateRegionsPlotFormat(t *testing.T) {
 	}{
 		{name: "svg", file: "p.svg", wrote: true},
 		{name: "upper-case SVG", file: "p.SVG", wrote: true},
+		{name: "html", file: "p.html", wrote: true},
+		{name: "upper-case HTML", file: "p.HTML", wrote: true},
+		{name: "htm", file: "p.htm"},
+		{name: "xhtml", file: "p.xhtml"},
+		{name: "svg then html in the directory", file: filepath.Join("d.svg", "p.txt")},
 		{name: "png", file: "p.png"},
 		{name: "jpg", file: "p.jpg"},
 		{name: "no extension", file: "p"},
@@ -167,11 +176,229 @@ func TestSimulateRegionsPlotFormat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.HasPrefix(b, []byte("<svg ")) {
-				t.Fatalf("%s starts %.20q, want an SVG", tt.file, b)
+			want := "<svg "
+			if strings.EqualFold(filepath.Ext(tt.file), ".html") {
+				want = "<!DOCTYPE html>"
+			}
+			if !bytes.HasPrefix(b, []byte(want)) {
+				t.Fatalf("%s starts %.20q, want %q", tt.file, b, want)
 			}
 		})
 	}
+}
+
+// TestSimulateRegionsPlotHTML reads the page --plot FILE.html writes as a browser would: the
+// picture, the tables that say the same in numbers, and nothing fetched from elsewhere.
+func TestSimulateRegionsPlotHTML(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "regions.html")
+	var stdout, stderr bytes.Buffer
+	if code := run(append(issueExample, "--plot", path), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertWellFormed(t, b)
+	doc, err := html.Parse(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := regionsim.Simulate(regionsim.Config{Limit: 900, Regions: []string{"mumbai", "frankfurt", "virginia"},
+		Demand: map[string]int64{"mumbai": 600, "frankfurt": 200, "virginia": 100}, Floor: region.DefaultFloor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := sim.Totals()
+	tests := []struct {
+		name  string
+		check func(doc *html.Node) error
+	}{
+		{"a language and a title", func(doc *html.Node) error {
+			if h := find(doc, elem("html")); h == nil || attr(h, "lang") != "en" {
+				return errors.New("no <html lang=en>")
+			}
+			if title := find(doc, elem("title")); title == nil || !strings.Contains(textOf(title), "900") {
+				return errors.New("no title naming the limit")
+			}
+			return nil
+		}},
+		{"a heading", func(doc *html.Node) error {
+			if h := find(doc, elem("h1")); h == nil || strings.TrimSpace(textOf(h)) == "" {
+				return errors.New("no <h1>")
+			}
+			return nil
+		}},
+		{"the SVG inline", func(doc *html.Node) error {
+			svg := find(doc, func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == "svg" && n.Namespace == "svg" })
+			if svg == nil {
+				return errors.New("no inline <svg>")
+			}
+			if w := attr(svg, "width"); w != strconv.Itoa(regionsim.Width) {
+				return fmt.Errorf("svg width %q", w)
+			}
+			if n := len(findAll(svg, func(n *html.Node) bool { return attr(n, "class") == "share" })); n != 3 {
+				return fmt.Errorf("%d share lines, want 3", n)
+			}
+			return nil
+		}},
+		{"the totals table", func(doc *html.Node) error {
+			rows := tableRows(doc, "The hour's totals")
+			want := map[string]string{
+				"Demand":             strconv.FormatInt(tot.Demand, 10),
+				"Served, even":       strconv.FormatInt(tot.Even, 10),
+				"Served, rebalanced": strconv.FormatInt(tot.Rebalanced, 10),
+			}
+			return rowsHave(rows, want)
+		}},
+		{"the regions table", func(doc *html.Node) error {
+			rows := tableRows(doc, "Per region, summed over the hour")
+			want := map[string]string{}
+			for _, rt := range sim.RegionTotals() {
+				want[rt.Region] = strconv.FormatInt(rt.Demand, 10)
+			}
+			if err := rowsHave(rows, want); err != nil {
+				return err
+			}
+			if cols := findAll(doc, func(n *html.Node) bool { return n.Data == "th" && attr(n, "scope") == "col" }); len(cols) < 6 {
+				return fmt.Errorf("%d column headers with scope=col, want 6 or more", len(cols))
+			}
+			return nil
+		}},
+		{"light and dark", func(doc *html.Node) error {
+			style := find(doc, elem("style"))
+			if style == nil || !strings.Contains(textOf(style), "prefers-color-scheme: dark") {
+				return errors.New("no dark style")
+			}
+			return nil
+		}},
+		{"nothing fetched", func(doc *html.Node) error {
+			for _, n := range findAll(doc, func(n *html.Node) bool { return n.Type == html.ElementNode }) {
+				switch n.Data {
+				case "script", "link", "img", "iframe", "object", "embed", "image", "use":
+					return fmt.Errorf("a <%s> element", n.Data)
+				}
+				for _, a := range n.Attr {
+					if (a.Key == "src" || a.Key == "href") && a.Val != "" {
+						return fmt.Errorf("<%s %s=%q>", n.Data, a.Key, a.Val)
+					}
+				}
+			}
+			if style := find(doc, elem("style")); style != nil && (strings.Contains(textOf(style), "url(") || strings.Contains(textOf(style), "@import")) {
+				return errors.New("the style fetches something")
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.check(doc); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// assertWellFormed fails unless b tokenizes to its end as HTML, its elements closed in order
+// (void elements and the inline SVG's self-closed ones aside).
+func assertWellFormed(t *testing.T, b []byte) {
+	t.Helper()
+	void := map[string]bool{"meta": true, "br": true, "hr": true, "img": true, "link": true, "input": true}
+	var open []string
+	z := html.NewTokenizer(bytes.NewReader(b))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			if z.Err() != io.EOF {
+				t.Fatalf("the page does not tokenize: %v", z.Err())
+			}
+			if len(open) > 0 {
+				t.Fatalf("the page ends with %q still open", open)
+			}
+			return
+		case html.StartTagToken:
+			if name, _ := z.TagName(); !void[string(name)] {
+				open = append(open, string(name))
+			}
+		case html.EndTagToken:
+			name, _ := z.TagName()
+			if len(open) == 0 || open[len(open)-1] != string(name) {
+				t.Fatalf("</%s> closes %q", name, open)
+			}
+			open = open[:len(open)-1]
+		}
+	}
+}
+
+func elem(name string) func(*html.Node) bool {
+	return func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == name }
+}
+
+func find(n *html.Node, match func(*html.Node) bool) *html.Node {
+	if all := findAll(n, match); len(all) > 0 {
+		return all[0]
+	}
+	return nil
+}
+
+func findAll(n *html.Node, match func(*html.Node) bool) []*html.Node {
+	var out []*html.Node
+	for d := range n.Descendants() {
+		if match(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func textOf(n *html.Node) string {
+	var b strings.Builder
+	for d := range n.Descendants() {
+		if d.Type == html.TextNode {
+			b.WriteString(d.Data)
+		}
+	}
+	return b.String()
+}
+
+// tableRows maps the row header (th scope=row) of each row of the table captioned caption to
+// the row's first cell.
+func tableRows(doc *html.Node, caption string) map[string]string {
+	rows := map[string]string{}
+	for _, table := range findAll(doc, elem("table")) {
+		if c := find(table, elem("caption")); c == nil || textOf(c) != caption {
+			continue
+		}
+		for _, tr := range findAll(table, elem("tr")) {
+			th := find(tr, func(n *html.Node) bool { return n.Data == "th" && attr(n, "scope") == "row" })
+			td := find(tr, elem("td"))
+			if th != nil && td != nil {
+				rows[textOf(th)] = textOf(td)
+			}
+		}
+	}
+	return rows
+}
+
+func rowsHave(rows, want map[string]string) error {
+	if len(rows) == 0 {
+		return errors.New("no such table, or no rows with th scope=row")
+	}
+	for k, v := range want {
+		if rows[k] != v {
+			return fmt.Errorf("row %q: %q, want %q (rows %q)", k, rows[k], v, rows)
+		}
+	}
+	return nil
 }
 
 // TestSimulateRegionsBinary runs the built command: its output, and exit status 2 on bad input.
@@ -225,13 +452,13 @@ func FuzzParseDemand(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(regions) == 0 || len(regions) != len(demand) || len(regions) > maxSimRegions {
+		if len(regions) == 0 || len(regions) != len(demand) || len(regions) > regionsim.MaxRegions {
 			t.Fatalf("%q: %d regions, %d demands", s, len(regions), len(demand))
 		}
 		var total int64
 		parts := make([]string, len(regions))
 		for i, r := range regions {
-			if err := checkRegionName(r); err != nil {
+			if err := regionsim.CheckRegionName(r); err != nil {
 				t.Fatalf("%q: region %q: %v", s, r, err)
 			}
 			d, ok := demand[r]

@@ -15,6 +15,28 @@ import (
 // HourMinutes is how long Simulate runs: an hour, a minute at a time.
 const HourMinutes = 60
 
+// MaxRegions bounds the regions of a simulation: more than this do not fit the plot's legend.
+const MaxRegions = 64
+
+// maxRegionName bounds a region's name, in bytes.
+const maxRegionName = 64
+
+// CheckRegionName refuses a region name that is empty, longer than 64 bytes, or holds anything
+// but ASCII letters, digits and "._-": names go into the plot and the console's pages.
+func CheckRegionName(name string) error {
+	if name == "" || len(name) > maxRegionName {
+		return fmt.Errorf("a region name must be 1 to %d bytes, got %.80q", maxRegionName, name)
+	}
+	for _, c := range []byte(name) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return fmt.Errorf("region name %.80q may hold only letters, digits and ._-", name)
+		}
+	}
+	return nil
+}
+
 // maxSimulated bounds the limit and the total demand Simulate accepts, so that an hour of
 // totals, and the plot's float64 coordinates, stay exact.
 const maxSimulated = 1 << 53
@@ -68,7 +90,8 @@ type Totals struct {
 // starting demand. The total barely moves, only where it sits, which is exactly what an even
 // split cannot follow and a rebalance follows one interval late.
 //
-// The limit must be from 1 to 2^53 and the total demand at most 2^53; the other rules are
+// The limit must be from 1 to 2^53, the regions at most MaxRegions and the total demand at most
+// 2^53; the other rules are
 // Even's and Rebalance's, and errors are *sluice.InvalidError as theirs.
 func Simulate(cfg Config) (*Simulation, error) {
 	floor := cfg.Floor
@@ -81,6 +104,9 @@ func Simulate(cfg Config) (*Simulation, error) {
 	}
 	if cfg.Limit > maxSimulated {
 		return nil, invalid("limit", "must be at most 2^53, got %d", cfg.Limit)
+	}
+	if len(cfg.Regions) > MaxRegions {
+		return nil, invalid("regions", "at most %d regions, got %d", MaxRegions, len(cfg.Regions))
 	}
 	even, err := region.Even(cfg.Limit, cfg.Regions)
 	if err != nil {

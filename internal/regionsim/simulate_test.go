@@ -2,6 +2,7 @@ package regionsim_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -50,6 +51,19 @@ func TestSimulate(t *testing.T) {
 	if tot.Rebalanced*100 < tot.Servable*97 || tot.Even*100 > tot.Servable*75 {
 		t.Errorf("hour: %+v; want rebalanced >= 97%% and even <= 75%% of servable", tot)
 	}
+	// The regions' hours add up to the fleet's.
+	var sum regionsim.Totals
+	for i, rt := range sim.RegionTotals() {
+		if rt.Region != regions[i] || rt.ServedEven > rt.EvenShare || rt.ServedRebalanced > rt.RebalancedShare {
+			t.Errorf("region %d: %+v", i, rt)
+		}
+		sum.Demand += rt.Demand
+		sum.Even += rt.ServedEven
+		sum.Rebalanced += rt.ServedRebalanced
+	}
+	if sum.Demand != tot.Demand || sum.Even != tot.Even || sum.Rebalanced != tot.Rebalanced {
+		t.Errorf("the regions sum to %+v, the fleet's hour is %+v", sum, tot)
+	}
 	t.Logf("hour: %+v (even %.1f%%, rebalanced %.1f%%)", tot, 100*float64(tot.Even)/float64(tot.Servable), 100*float64(tot.Rebalanced)/float64(tot.Servable))
 
 	// Rebalancing every 5 minutes holds shares for 5 minutes, from the average of the 5 before.
@@ -83,6 +97,7 @@ func TestSimulateInvalid(t *testing.T) {
 		{"negative demand", regionsim.Config{Limit: 10, Regions: regions, Demand: map[string]int64{"b": -1}}, "demand[b]"},
 		{"demand of an unlisted region", regionsim.Config{Limit: 10, Regions: regions, Demand: map[string]int64{"c": 1}}, "demand[c]"},
 		{"total demand above 2^53", regionsim.Config{Limit: 10, Regions: regions, Demand: map[string]int64{"a": 1 << 53, "b": 1}}, "demand"},
+		{"more regions than the plot holds", regionsim.Config{Limit: 10, Regions: manyRegions(regionsim.MaxRegions + 1)}, "regions"},
 		{"every above an hour", regionsim.Config{Limit: 10, Regions: regions, Every: 61}, "every"},
 		{"negative every", regionsim.Config{Limit: 10, Regions: regions, Every: -1}, "every"},
 	}
@@ -110,4 +125,12 @@ func wantInvalid(t *testing.T, err error, field string) {
 	if !errors.As(err, &inv) || inv.Field != field {
 		t.Fatalf("err = %v, want an InvalidError naming %q", err, field)
 	}
+}
+
+func manyRegions(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("r%d", i)
+	}
+	return out
 }
