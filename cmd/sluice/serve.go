@@ -27,9 +27,11 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/bearer"
+	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/server/envoy"
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/server/topkeys"
 	"github.com/sluicehq/sluice/stream"
 	"github.com/sluicehq/sluice/stream/pgstream"
 )
@@ -256,7 +258,16 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(cfg, store, server.Options{AllowClientTime: f.allowClientTime, Logger: log, Local: storeKind(cfg.Store) == "memory", Overrides: backend})
+	opts := server.Options{AllowClientTime: f.allowClientTime, Logger: log, Local: storeKind(cfg.Store) == "memory", Overrides: backend}
+	var keys *topkeys.Tracker // the console's top keys; nil when off
+	if !cfg.Console.Off && !cfg.Console.NoTopKeys {
+		if keys, err = topkeys.New(topkeys.Config{}); err != nil {
+			return err
+		}
+		defer keys.Close()
+		opts.Keys = keys
+	}
+	srv, err := server.New(cfg, store, opts)
 	if err != nil {
 		return err
 	}
@@ -316,6 +327,18 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 		log.Info("sluice serve: streams", "store", config.RedactURL(cfg.Streams.Store), "queries", len(cfg.Streams.Queries))
 	}
 
+	var ui *console.Console // nil when off
+	if !cfg.Console.Off {
+		cc := console.Config{Server: srv, Keys: keys, Store: storeKind(cfg.Store), Streams: streams}
+		if cfg.Streams != nil {
+			cc.Queries = cfg.Streams.Queries
+		}
+		if ui, err = console.New(cc); err != nil {
+			return err
+		}
+		defer ui.Close()
+	}
+
 	grpcOpts := []grpc.ServerOption{
 		// Idle connections close, pings faster than a client may need are refused, and one
 		// connection carries a bounded number of calls.
@@ -349,7 +372,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	defer endRequests()
 	hs := &http.Server{
 		Handler: httpapi.New(srv, httpapi.Options{Tokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams,
-			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies}),
+			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Console: ui}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: min(5*time.Second, cfg.ReadTimeout),
 		ReadTimeout:       cfg.ReadTimeout,

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/overrides"
 )
 
 // MaxBatch is the most keys of a check-many, or items of a check-all, that one request may carry.
@@ -187,6 +188,33 @@ func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
 	err := decodeObject(data, "", fields)
 	req.Cost = wireCost(req.Cost)
 	return req, err
+}
+
+// actionRequest is the body of /v1/reset and /v1/refund: a checkRequest and why, for the log.
+type actionRequest struct {
+	checkRequest
+	Reason string
+}
+
+// decodeAction reads an actionRequest: reset takes neither cost nor now (withCost false).
+func decodeAction(data []byte, withCost bool) (actionRequest, error) {
+	req := actionRequest{checkRequest: checkRequest{Cost: 1}}
+	fields := []field{
+		{"policy", true, "a string", &req.Policy},
+		{"key", true, "a string", &req.Key},
+		{"reason", false, "a string", &req.Reason},
+	}
+	if withCost {
+		fields = append(fields, field{"cost", false, "an integer", &req.Cost}, field{"now", false, "an integer (epoch ms)", &req.Now})
+	}
+	if err := decodeObject(data, "", fields); err != nil {
+		return req, err
+	}
+	if len(req.Reason) > overrides.MaxReasonLen {
+		return req, invalidf("reason: at most %d bytes, got %d", overrides.MaxReasonLen, len(req.Reason))
+	}
+	req.Cost = wireCost(req.Cost)
+	return req, nil
 }
 
 // wireCost applies the wire default, on every door alike: gRPC cannot tell an unset cost from 0

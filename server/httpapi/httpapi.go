@@ -79,6 +79,7 @@ import (
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/bearer"
+	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -93,7 +94,8 @@ type Options struct {
 	BearerTokens []string
 	// Tokens, when set, are the scoped tokens in force instead of BearerTokens, read on each
 	// request so that a reload takes effect at once. A token without the scope a route needs gets
-	// 403; reset, refund, settle and the overrides routes need bearer.Admin, the rest bearer.Check.
+	// 403; reset, refund, settle and the overrides routes need bearer.Admin, the rest bearer.Check
+	// (the console's routes included).
 	Tokens *bearer.Live
 	// GateKeyHeader names the request header the gate takes its key from when the query has no
 	// key, such as "X-Api-Key"; empty means the gate falls back to the client address directly.
@@ -110,6 +112,9 @@ type Options struct {
 	AllowedHosts []string
 	// Streams is stream mode's backend; nil means the stream routes answer 404.
 	Streams stream.Backend
+	// Console is the operator console, served at /ui/ with its routes under /v1/console/ (each
+	// needs a check-scope token); nil means they answer 404.
+	Console *console.Console
 }
 
 // Error codes of the {"error","code"} body.
@@ -201,6 +206,13 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("GET", "/v1/streams/{stream}/windows/watch", a.watchWindows, check)
 	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, check)
 	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, check)
+	if c := opts.Console; c != nil {
+		for _, rt := range c.Routes() {
+			route(rt.Method, rt.Path, a.withSession(rt.Handler), check)
+		}
+		route("GET", "/ui/", c.Assets().ServeHTTP, open)
+		route("GET", "/ui", c.Assets().ServeHTTP, open)
+	}
 	route("GET", "/metrics", srv.MetricsHandler().ServeHTTP, open)
 	route("GET", "/healthz", healthz, open)
 	route("GET", "/readyz", a.readyz, open)
@@ -366,6 +378,15 @@ func (a *api) auth(next http.Handler, need bearer.Scope) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// withSession tells a console route whether tokens are asked and the scope of the request's.
+func (a *api) withSession(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		set := a.tokens.Load()
+		scope := set.Lookup(bearerToken(r.Header.Get("Authorization")))
+		h(w, r.WithContext(console.WithSession(r.Context(), set != nil, scope)))
+	}
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header, "" if none.
@@ -591,9 +612,12 @@ func (a *api) settle(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) refund(w http.ResponseWriter, r *http.Request) {
-	req, err := a.decodeCheck(w, r, true, true)
+	req, err := a.decodeAction(w, r, true)
 	if err == nil {
 		err = a.srv.Refund(r.Context(), req.Now, req.Policy, req.Key, req.Cost)
+	}
+	if err == nil {
+		a.srv.LogAction("refund", req.Policy, req.Key, req.Reason, "cost", req.Cost)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -602,10 +626,22 @@ func (a *api) refund(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
+// decodeAction reads the body of a reset (withCost false) or refund.
+func (a *api) decodeAction(w http.ResponseWriter, r *http.Request, withCost bool) (actionRequest, error) {
+	data, err := a.body(w, r)
+	if err != nil {
+		return actionRequest{}, err
+	}
+	return decodeAction(data, withCost)
+}
+
 func (a *api) reset(w http.ResponseWriter, r *http.Request) {
-	req, err := a.decodeCheck(w, r, false, false)
+	req, err := a.decodeAction(w, r, false)
 	if err == nil {
 		err = a.srv.Reset(r.Context(), req.Policy, req.Key)
+	}
+	if err == nil {
+		a.srv.LogAction("reset", req.Policy, req.Key, req.Reason)
 	}
 	if err != nil {
 		writeError(w, err)

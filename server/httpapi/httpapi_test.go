@@ -242,7 +242,7 @@ func TestRoutes(t *testing.T) {
 		{"settle under the reservation", "/v1/settle", `{"policy":"fixed","key":"k","reserved":30,"actual":5,"now":1700000040000}`, `{}`},
 		{"after the settle: 25 back", "/v1/peek", `{"policy":"fixed","key":"k","now":1700000040000}`,
 			`{"allowed":true,"limit":100,"remaining":45,"resetAt":1700000100000,"retryAfterMs":0}`},
-		{"reset", "/v1/reset", `{"policy":"fixed","key":"k"}`, `{}`},
+		{"reset, with the reason logged", "/v1/reset", `{"policy":"fixed","key":"k","reason":"ticket 42"}`, `{}`},
 		{"after the reset: full now", "/v1/peek", `{"policy":"fixed","key":"k","now":1700000040000}`,
 			`{"allowed":true,"limit":100,"remaining":100,"resetAt":1700000040000,"retryAfterMs":0}`},
 	}
@@ -308,6 +308,8 @@ func TestErrors(t *testing.T) {
 		{"settle of an unknown policy", "POST", "/v1/settle", `{"policy":"nope","key":"k","reserved":1,"actual":2}`, 404, "not_found", "unknown policy"},
 		{"reset takes no now", "POST", "/v1/reset", `{"policy":"fixed","key":"k","now":1700000040000}`, 400, "invalid_argument", `unknown field "now"`},
 		{"reset of an unknown policy", "POST", "/v1/reset", `{"policy":"nope","key":"k"}`, 404, "not_found", "unknown policy"},
+		{"reset reason not a string", "POST", "/v1/reset", `{"policy":"fixed","key":"k","reason":42}`, 400, "invalid_argument", "reason: must be a string"},
+		{"refund reason too long", "POST", "/v1/refund", `{"policy":"fixed","key":"k","reason":"` + strings.Repeat("r", 1025) + `"}`, 400, "invalid_argument", "reason: at most 1024 bytes"},
 		{"keys missing", "POST", "/v1/check-many", `{"policy":"fixed"}`, 400, "invalid_argument", "keys: is missing"},
 		{"keys of another type", "POST", "/v1/check-many", `{"policy":"fixed","keys":"k"}`, 400, "invalid_argument", "keys: must be an array of strings"},
 		{"an empty key of many", "POST", "/v1/check-many", `{"policy":"fixed","keys":["a",""]}`, 400, "invalid_argument", "keys[1]"},
