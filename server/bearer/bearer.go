@@ -6,6 +6,7 @@
 package bearer
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -208,4 +209,26 @@ func (l *Live) Authorize(token string, need Scope) Decision {
 		return Forbidden
 	}
 	return Allowed
+}
+
+type sessionKey struct{}
+
+// Session is what a front end learned of a request's token, for handlers behind it that adapt
+// to the caller (the operator console shows actions to admins only).
+type Session struct {
+	Auth  bool  // the server asks for tokens
+	Scope Scope // the scope of the request's token; Admin when Auth is false
+}
+
+// WithSession returns ctx carrying s.
+func WithSession(ctx context.Context, s Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionOf returns the Session ctx carries; a ctx with none is of a server without tokens.
+func SessionOf(ctx context.Context) Session {
+	if s, ok := ctx.Value(sessionKey{}).(Session); ok {
+		return s
+	}
+	return Session{Auth: false, Scope: Admin}
 }

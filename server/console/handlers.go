@@ -2,7 +2,6 @@ package console
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,16 +16,14 @@ import (
 	"github.com/sluicehq/sluice/server/topkeys"
 )
 
-// Route is one of the console's API routes, for the HTTP front end to mount behind its
-// authentication (every one needs a check-scope token).
-type Route struct {
-	Method, Path string
-	Handler      http.HandlerFunc
-}
-
-// Routes are the console's API routes.
-func (c *Console) Routes() []Route {
-	return []Route{
+// API answers the console's routes under /v1/console/. It checks no token: the front end that
+// mounts it (package httpapi) needs a check-scope one, and tells the scope (bearer.SessionOf).
+func (c *Console) API() http.Handler {
+	mux := http.NewServeMux()
+	routes := []struct {
+		method, path string
+		h            http.HandlerFunc
+	}{
 		{"GET", "/v1/console/session", c.session},
 		{"GET", "/v1/console/policies", c.policies},
 		{"GET", "/v1/console/events", c.events},
@@ -34,27 +31,22 @@ func (c *Console) Routes() []Route {
 		{"POST", "/v1/console/regions/simulate", simulateRegions},
 		{"GET", "/v1/console/streams", listStreams(c.cfg.Streams, c.cfg.Queries)},
 	}
-}
-
-type sessionKey struct{}
-
-type session struct {
-	auth  bool
-	scope bearer.Scope
-}
-
-// WithSession tells the console's routes whether the server asks for tokens (auth) and the scope
-// of the request's token. A request without it is of a server without tokens.
-func WithSession(ctx context.Context, auth bool, scope bearer.Scope) context.Context {
-	return context.WithValue(ctx, sessionKey{}, session{auth, scope})
+	for _, rt := range routes {
+		mux.HandleFunc(rt.method+" "+rt.path, rt.h)
+		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", rt.method)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("console: %s %s: use %s", r.Method, rt.path, rt.method))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, "console: no route "+r.URL.Path)
+	})
+	return mux
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
-	s, ok := r.Context().Value(sessionKey{}).(session)
-	if !ok || !s.auth {
-		s = session{false, bearer.Admin}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"auth": s.auth, "scope": s.scope.String()})
+	s := bearer.SessionOf(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"auth": s.Auth, "scope": s.Scope.String()})
 }
 
 type policyView struct {

@@ -79,7 +79,6 @@ import (
 	"github.com/sluicehq/sluice/header"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/bearer"
-	"github.com/sluicehq/sluice/server/console"
 	"github.com/sluicehq/sluice/stream"
 )
 
@@ -114,7 +113,16 @@ type Options struct {
 	Streams stream.Backend
 	// Console is the operator console, served at /ui/ with its routes under /v1/console/ (each
 	// needs a check-scope token); nil means they answer 404.
-	Console *console.Console
+	Console Console
+}
+
+// Console is the operator console the handler serves (package console's *Console).
+type Console interface {
+	// API answers the routes under /v1/console/. The handler puts them behind a check-scope
+	// token and tells them the token's scope (bearer.SessionOf).
+	API() http.Handler
+	// Assets serves the pages under /ui/, to anyone: they hold no data.
+	Assets() http.Handler
 }
 
 // Error codes of the {"error","code"} body.
@@ -207,9 +215,7 @@ func New(srv *server.Server, opts Options) http.Handler {
 	route("POST", "/v1/streams/{stream}/{kind}/pull", a.groupPull, check)
 	route("POST", "/v1/streams/{stream}/{kind}/ack", a.groupAck, check)
 	if c := opts.Console; c != nil {
-		for _, rt := range c.Routes() {
-			route(rt.Method, rt.Path, a.withSession(rt.Handler), check)
-		}
+		mux.Handle("/v1/console/", a.auth(a.withSession(c.API()), check))
 		route("GET", "/ui/", c.Assets().ServeHTTP, open)
 		route("GET", "/ui", c.Assets().ServeHTTP, open)
 	}
@@ -380,13 +386,15 @@ func (a *api) auth(next http.Handler, need bearer.Scope) http.Handler {
 	})
 }
 
-// withSession tells a console route whether tokens are asked and the scope of the request's.
-func (a *api) withSession(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		set := a.tokens.Load()
-		scope := set.Lookup(bearerToken(r.Header.Get("Authorization")))
-		h(w, r.WithContext(console.WithSession(r.Context(), set != nil, scope)))
-	}
+// withSession tells h whether tokens are asked and the scope of the request's (bearer.SessionOf).
+func (a *api) withSession(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := bearer.Session{Scope: bearer.Admin}
+		if set := a.tokens.Load(); set != nil {
+			s = bearer.Session{Auth: true, Scope: set.Lookup(bearerToken(r.Header.Get("Authorization")))}
+		}
+		h.ServeHTTP(w, r.WithContext(bearer.WithSession(r.Context(), s)))
+	})
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>" header, "" if none.
