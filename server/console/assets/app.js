@@ -390,6 +390,7 @@ function confirmDialog({ title, body = '', needReason = true, okText = 'Confirm'
 
 let unmount = null;
 let routeSeq = 0;
+let routed = false;
 
 function unmountPage() {
   if (unmount) safely(unmount);
@@ -424,6 +425,10 @@ async function route() {
     return;
   }
   if (seq !== routeSeq) return; // another navigation overtook this one
+  // After a page change (not the first page), Tab continues from the top of the new content
+  // rather than from where the old page's focused element was.
+  if (routed) $('#main').focus({ preventScroll: true });
+  routed = true;
   setStatus('');
   $('#page-title').textContent = mod.title;
   document.title = `${mod.title} · sluice`;
@@ -444,8 +449,6 @@ async function route() {
 }
 
 window.addEventListener('hashchange', route);
-// A click on the current page's link moves focus to the content, as a page change does.
-$('#nav').addEventListener('click', (e) => { if (e.target.closest('a')) $('#main').focus({ preventScroll: true }); });
 
 applyTheme();
 start();

@@ -20,10 +20,10 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-// scrollTable wraps a table so that it scrolls sideways on a narrow screen; the wrapper is
-// focusable (and named) so that a keyboard can scroll it too.
-export function scrollTable(table, label) {
-  return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': label }, table);
+// scrollTable wraps a table so that it scrolls sideways on a narrow screen. Every such table
+// holds links, so a keyboard reaches (and scrolls) it without the wrapper being a tab stop.
+export function scrollTable(table) {
+  return h('div', { class: 'table-wrap' }, table);
 }
 
 const nf = new Intl.NumberFormat();

@@ -135,7 +135,7 @@ export function mount(root, ctx) {
     }
     table.append(tbody);
     const hadFocus = tableBox.contains(document.activeElement) && document.activeElement.classList.contains('sort');
-    tableBox.replaceChildren(scrollTable(table, 'Policies'));
+    tableBox.replaceChildren(scrollTable(table));
     if (hadFocus) table.querySelector('th[aria-sort] button').focus();
     if (hist) drawRows(hist);
   }

@@ -99,7 +99,7 @@ export function mount(root, ctx) {
         h('th', { scope: 'col', class: 'num' }, 'Share'),
         h('th', { scope: 'col' }, h('span', { class: 'muted' }, 'Action')))),
       h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'none'))));
-    return scrollTable(table, `${caption}: ${pol}`);
+    return scrollTable(table);
   }
 
   const onVisible = () => { if (!document.hidden) refresh(); else clearTimeout(timer); };
