@@ -372,7 +372,7 @@ func serve(ctx context.Context, f *serveFlags, log *slog.Logger) error {
 	defer endRequests()
 	hs := &http.Server{
 		Handler: httpapi.New(srv, httpapi.Options{Tokens: tokens, GateKeyHeader: f.gateKeyHeader, Streams: streams,
-			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Console: ui}),
+			AllowedHosts: cfg.AllowedHosts, TrustedProxies: cfg.TrustedProxies, Console: mountable(ui)}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: min(5*time.Second, cfg.ReadTimeout),
 		ReadTimeout:       cfg.ReadTimeout,
@@ -528,6 +528,14 @@ func probeUntilAnswered(srv *server.Server, log *slog.Logger, store string) (sto
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// mountable is ui for httpapi.Options.Console: nil (not a nil *Console) when the console is off.
+func mountable(ui *console.Console) httpapi.Console {
+	if ui == nil {
+		return nil
+	}
+	return ui
 }
 
 // openStreams opens stream mode's backend and registers its queries, resetting those named in
