@@ -105,6 +105,7 @@ async function start() {
   $('#scope').hidden = false;
   $('#scope').textContent = scope === 'admin' ? 'admin' : 'read-only';
   $('#signout').hidden = !auth;
+  $('#live').hidden = false;
   setStatus('');
   feed.start();
   route();
@@ -121,6 +122,7 @@ function signedOut(message) {
   $('#nav').hidden = true;
   $('#scope').hidden = true;
   $('#signout').hidden = true;
+  $('#live').hidden = true; // no feed without a token: "down" would alarm for nothing
   $('#login').hidden = false;
   setStatus(message);
   $('#token').value = '';
@@ -181,9 +183,16 @@ const feed = (() => {
   // slot it names, then trims buf to the window.
   function applyTick(t) {
     if (!buf) return;
-    const i = Math.round((t.t - buf.start) / buf.stepMs);
-    if (i < 0) return; // older than the window
     const all = [buf.store, buf.reloads, ...Object.values(buf.policies)];
+    let i = Math.round((t.t - buf.start) / buf.stepMs);
+    if (buf.store.calls.length === 0 || i >= buf.store.calls.length + WINDOW_SECONDS) {
+      // An empty history (a server just started answers start 0), or a gap longer than the
+      // window: the buffer starts afresh at this second.
+      for (const group of all) for (const arr of Object.values(group)) arr.length = 0;
+      buf.start = t.t;
+      i = 0;
+    }
+    if (i < 0) return; // older than the window
     while (buf.store.calls.length <= i) { // pad up to slot i: usually one push
       for (const group of all) for (const arr of Object.values(group)) arr.push(0);
     }

@@ -79,13 +79,13 @@ export function mount(root, ctx) {
     const f = r.value;
     return h('dl', { class: 'fields' },
       field('spendableNow', 'Checks that pass now', num(f.spendableNow)),
-      field('nextReplenishAt', 'Next unit back', ...at(f.nextReplenishAt, 'now (full)')),
+      field('nextReplenishAt', 'Next unit back', ...at(f.nextReplenishAt, f.fullAt > Date.now() + 500 ? 'within a second' : 'now (full)')),
       field('fullAt', 'Full again', ...at(f.fullAt, 'already full')));
   }
 
   function overrideView(r, peek, pol) {
     const planNow = peek.status === 'fulfilled' ? peek.value.plan : '';
-    const policyWords = pol ? (pol.plan ? `the policy's default plan, ${pol.plan},` : `the policy's limits: ${limitsWords(pol.limits)}`) : 'the policy\'s limits';
+    const policyWords = pol ? (pol.plan ? `the policy's default plan, ${pol.plan}, applies` : `the policy's limits apply (${limitsWords(pol.limits)})`) : 'the policy\'s limits apply';
     if (r.status === 'fulfilled') {
       const o = r.value;
       return h('div', {},
@@ -96,12 +96,12 @@ export function mount(root, ctx) {
           field('override-reason', 'Reason', o.reason || '–'),
           field('override-updatedAt', 'Set', localTime(o.updatedAt), ' (', h('span', { 'data-at': o.updatedAt }, relative(o.updatedAt)), ')')));
     }
-    if (r.reason.status === 404) return h('p', { 'data-field': 'applies' }, `No override: ${policyWords} applies.`);
+    if (r.reason.status === 404) return h('p', { 'data-field': 'applies' }, `No override: ${policyWords}.`);
     if (r.reason.status === 403) {
       const over = peek.status === 'fulfilled' && peek.value.override;
       return h('p', { 'data-field': 'applies' },
         over ? `An override applies${planNow ? ` (plan ${planNow})` : ' (limits of its own)'}; its details need an admin token.`
-          : `No override: ${planNow ? `plan ${planNow}` : policyWords} applies.`);
+          : `No override: ${planNow ? `plan ${planNow} applies` : policyWords}.`);
     }
     return h('p', { class: 'error' }, errorText(r.reason));
   }

@@ -32,7 +32,8 @@ export function mount(root, ctx) {
     height: 260,
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },
-    series: [{}, { label: 'allowed/s', stroke: '--allowed', width: 1.5 }, { label: 'denied/s', stroke: '--denied', width: 1.5 }],
+    series: [{}, { label: 'allowed/s', stroke: '--allowed', width: 1.5, points: { show: false } },
+      { label: 'denied/s', stroke: '--denied', width: 1.5, points: { show: false } }],
     axes: [{}, { size: 56 }],
   }, [[], [], []]);
 
@@ -83,7 +84,10 @@ export function mount(root, ctx) {
     health.dataset.state = state;
     health.replaceChildren(
       h('span', { class: 'verdict' }, why.length ? `${verdict}: ${why.join(', ')}` : `${verdict}: ready, no store errors or fail-mode decisions in the last minute`),
-      h('span', { class: 'stat' }, `store${storeInfo ? ` (${storeInfo.kind})` : ''} p50 `, h('b', {}, `${num2(s.p50Ms[last])} ms`), ', p99 ', h('b', {}, `${num2(s.p99Ms[last])} ms`)),
+      // The quantiles are of the last second's store calls: none (the embedded store, or no
+      // traffic) has none to show.
+      h('span', { class: 'stat' }, `store${storeInfo ? ` (${storeInfo.kind})` : ''} p50 `,
+        h('b', {}, s.calls[last] ? `${num2(s.p50Ms[last])} ms` : '–'), ', p99 ', h('b', {}, s.calls[last] ? `${num2(s.p99Ms[last])} ms` : '–')),
       h('span', { class: 'stat' }, 'store errors (1 min) ', h('b', {}, num(storeErrors)), ', timeouts ', h('b', {}, num(timeouts))),
       h('span', { class: 'stat' }, 'reloads (15 min) ', h('b', {}, num(sumLast(hist.reloads.ok, 900))), ' ok, ', h('b', {}, num(sumLast(hist.reloads.error, 900))), ' failed'),
     );

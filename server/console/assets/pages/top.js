@@ -67,8 +67,10 @@ export function mount(root, ctx) {
       h('h2', {}, p.policy),
       h('p', { class: 'muted' },
         `${num(p.checked.total)} checks and ${num(p.denied.total)} denials in ${windowWords}. `,
-        `The counts come from a sketch of ${num(res.capacity)} keys: a count is never too low, and is too high by at most its ± error `,
-        `(here at most ${num(p.checked.errorBound)} for checks, ${num(p.denied.errorBound)} for denials).`),
+        p.checked.errorBound || p.denied.errorBound
+          ? `The counts come from a sketch that follows ${num(res.capacity)} keys: a count is never too low, and too high by at most its ± error `
+            + `(here at most ${num(p.checked.errorBound)} for checks, ${num(p.denied.errorBound)} for denials).`
+          : `Every count is exact: the sketch, which follows ${num(res.capacity)} keys, has had room for them all.`),
       h('div', { class: 'tables' },
         topTable(p.policy, 'top-checked', 'Checked most', p.checked),
         topTable(p.policy, 'top-denied', 'Denied most', p.denied))));
