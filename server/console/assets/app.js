@@ -107,8 +107,20 @@ async function start() {
   $('#signout').hidden = !auth;
   $('#live').hidden = false;
   setStatus('');
-  feed.start();
+  // The page first, then the feed: the feed's first event, the history (a megabyte or two with
+  // 100 policies), would otherwise arrive and be parsed while the page waits for its own data.
+  // It connects once the page has marked its first data on screen, or after a second and a half.
+  const pageReady = new Promise((resolve) => {
+    const obs = new PerformanceObserver((list) => {
+      if (list.getEntries().some((e) => e.name.startsWith('sluice:rendered:'))) { obs.disconnect(); resolve(); }
+    });
+    obs.observe({ type: 'mark' });
+    setTimeout(() => { obs.disconnect(); resolve(); }, 1500);
+  });
   route();
+  await pageReady;
+  if (!$('#login').hidden) return; // signed out meanwhile
+  feed.start();
 }
 
 // signedOut shows the sign-in form, with why.
@@ -235,27 +247,38 @@ const feed = (() => {
       if (!res.ok || !res.body) throw new Error(`events: ${res.status}`);
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       // SSE: "field: value" lines; a blank line ends an event. Lines end in \n, \r\n or \r.
-      let rest = '', event = 'message', data = [];
+      let event = 'message', data = [];
+      const line = (l) => {
+        if (l === '') {
+          if (data.length) dispatch(event, data.join('\n'));
+          event = 'message'; data = [];
+        } else if (!l.startsWith(':')) { // ":" starts a comment (keep-alive)
+          const c = l.indexOf(':');
+          const field = c < 0 ? l : l.slice(0, c);
+          const val = c < 0 ? '' : l.slice(c + 1).replace(/^ /, '');
+          if (field === 'event') event = val;
+          else if (field === 'data') data.push(val);
+        }
+      };
+      // Only each new chunk is scanned for line ends: the history, a megabyte or two on one
+      // line, arrives in many chunks, and rescanning all of it at each would be quadratic.
+      let pending = []; // the pieces of the unfinished line
+      let skipLF = false; // the last chunk ended in \r: a \n opening this one belongs to it
+      const eol = /\r\n?|\n/g;
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
-        rest += value;
-        const lines = rest.split(/\r\n|\r|\n/);
-        rest = lines.pop(); // an unfinished line waits for the next chunk
-        for (const line of lines) {
-          if (line === '') {
-            if (data.length) dispatch(event, data.join('\n'));
-            event = 'message'; data = [];
-          } else if (line.startsWith(':')) {
-            // a comment (keep-alive)
-          } else {
-            const c = line.indexOf(':');
-            const field = c < 0 ? line : line.slice(0, c);
-            const val = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
-            if (field === 'event') event = val;
-            else if (field === 'data') data.push(val);
-          }
+        let i = skipLF && value[0] === '\n' ? 1 : 0;
+        skipLF = false;
+        eol.lastIndex = i;
+        for (let m; (m = eol.exec(value));) {
+          pending.push(value.slice(i, m.index));
+          line(pending.join(''));
+          pending = [];
+          i = eol.lastIndex;
+          if (m[0] === '\r' && i === value.length) skipLF = true;
         }
+        if (i < value.length) pending.push(value.slice(i));
       }
       throw new Error('events: the server closed the feed');
     } catch (e) {

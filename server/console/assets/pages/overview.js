@@ -26,6 +26,13 @@ export function mount(root, ctx) {
     h('h2', {}, 'Policies'), tableStatus, tableBox,
   );
 
+  let alive = true;
+  let policies = []; // of v1/console/policies
+  let storeInfo = null; // {kind, ready, error} of v1/console/policies
+  let rows = new Map(); // policy name → {tr, allowed, denied, canvas}
+  let sortBy = 'name';
+  fetchPolicies(); // first: the request is under way while the chart is built
+
   // ---- the chart, fed by the feed ---------------------------------------------------------
   let updates = 0;
   const u = ctx.chart(chartEl, {
@@ -52,7 +59,6 @@ export function mount(root, ctx) {
   }
 
   // ---- the health strip --------------------------------------------------------------------
-  let storeInfo = null; // from v1/console/policies: {kind, ready, error}
 
   function sumLast(arr, n) { let s = 0; for (let i = Math.max(0, arr.length - n); i < arr.length; i++) s += arr[i]; return s; }
 
@@ -94,12 +100,9 @@ export function mount(root, ctx) {
   }
 
   // ---- the policies' table -----------------------------------------------------------------
-  let policies = [];
-  let rows = new Map(); // name → {tr, allowed, denied, canvas}
-  let sortBy = 'name';
 
   function buildTable() {
-    const sortButton = (key, label) => h('button', { type: 'button', class: 'sort', onclick: () => { sortBy = key; buildTable(); } }, label);
+    const sortButton = (key, label) => h('button', { type: 'button', class: 'sort', onclick: () => { sortBy = key; buildTable(); const hi = ctx.history(); if (hi) drawRows(hi); } }, label);
     const th = (key, label, cls) => h('th', { scope: 'col', class: cls, 'aria-sort': sortBy === key ? (key === 'name' ? 'ascending' : 'descending') : null }, sortButton(key, label));
     const table = h('table', { id: 'policies' },
       h('caption', { class: 'muted' }, `${policies.length} policies; rates are the last second`),
@@ -141,7 +144,6 @@ export function mount(root, ctx) {
     const hadFocus = tableBox.contains(document.activeElement) && document.activeElement.classList.contains('sort');
     tableBox.replaceChildren(scrollTable(table));
     if (hadFocus) table.querySelector('th[aria-sort] button').focus();
-    if (hist) drawRows(hist);
   }
 
   function drawRows(hist) {
@@ -155,7 +157,6 @@ export function mount(root, ctx) {
     }
   }
 
-  let alive = true;
   async function fetchPolicies() {
     try {
       const res = await loadPolicies(ctx);
@@ -164,9 +165,9 @@ export function mount(root, ctx) {
       storeInfo = res.store || null;
       tableStatus.textContent = '';
       buildTable();
+      rendered(); // the table's text is the first data; sparklines and health follow
       const hist = ctx.history();
-      if (hist) drawHealth(hist);
-      rendered();
+      if (hist) { drawRows(hist); drawHealth(hist); }
     } catch (e) {
       if (alive) tableStatus.textContent = errorText(e);
     }
@@ -186,7 +187,6 @@ export function mount(root, ctx) {
   });
   const repaint = () => { const hist = ctx.history(); if (hist) drawRows(hist); };
   window.addEventListener('sluice:theme', repaint);
-  fetchPolicies();
 
   return () => {
     alive = false;
