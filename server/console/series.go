@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"maps"
+	"slices"
 
 	"github.com/sluicehq/sluice/server"
 )
@@ -149,12 +150,14 @@ func (p point) tick(ready error) tick {
 	return t
 }
 
+// policyColumns are one policy's series; a series of zeros only is left out (most policies never
+// fail open), which keeps a history of 100 policies small.
 type policyColumns struct {
-	Allowed    []uint64 `json:"allowed"`
-	Denied     []uint64 `json:"denied"`
-	FailOpen   []uint64 `json:"failOpen"`
-	FailClosed []uint64 `json:"failClosed"`
-	Errors     []uint64 `json:"errors"`
+	Allowed    []uint64 `json:"allowed,omitempty"`
+	Denied     []uint64 `json:"denied,omitempty"`
+	FailOpen   []uint64 `json:"failOpen,omitempty"`
+	FailClosed []uint64 `json:"failClosed,omitempty"`
+	Errors     []uint64 `json:"errors,omitempty"`
 }
 
 type storeColumns struct {
@@ -176,8 +179,8 @@ type historyWire struct {
 	} `json:"reloads"`
 }
 
-// encode is the history event's data: one column per series, a policy only if it counted
-// something in the window.
+// encodeHistory is the history event's data: one column per series, a policy only if it
+// counted something in the window, and of a policy only the series that are not all zeros.
 func encodeHistory(ps []point, stepMs int64) ([]byte, error) {
 	n := len(ps)
 	w := historyWire{StepMs: stepMs, Policies: map[string]*policyColumns{}}
@@ -196,6 +199,13 @@ func encodeHistory(ps []point, stepMs int64) ([]byte, error) {
 				w.Policies[name] = c
 			}
 			c.Allowed[i], c.Denied[i], c.FailOpen[i], c.FailClosed[i], c.Errors[i] = d.Allowed, d.Denied, d.FailOpen, d.FailClosed, d.Errors
+		}
+	}
+	for _, c := range w.Policies {
+		for _, col := range []*[]uint64{&c.Allowed, &c.Denied, &c.FailOpen, &c.FailClosed, &c.Errors} {
+			if !slices.ContainsFunc(*col, func(v uint64) bool { return v != 0 }) {
+				*col = nil
+			}
 		}
 	}
 	return json.Marshal(w)

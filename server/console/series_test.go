@@ -113,6 +113,9 @@ func TestEncodeHistory(t *testing.T) {
 	if a := h.Policies["api"]; len(a["allowed"]) != 3 || a["allowed"][0] != 2 || a["denied"][2] != 1 || h.Policies["b"]["errors"][2] != 1 {
 		t.Errorf("policy columns %v", h.Policies)
 	}
+	if _, ok := h.Policies["api"]["failOpen"]; ok || len(h.Policies["b"]) != 1 {
+		t.Errorf("series of zeros sent: %v", h.Policies)
+	}
 	if h.Store["p50Ms"][0] != 0.5 || h.Store["calls"][0] != 2 || h.Reloads["ok"][2] != 1 {
 		t.Errorf("store %v reloads %v", h.Store, h.Reloads)
 	}
