@@ -481,6 +481,8 @@ async function route() {
 }
 
 window.addEventListener('hashchange', route);
+// The skip link's #main would be taken for a route: focus the content without changing the hash.
+$('.skip').addEventListener('click', (e) => { e.preventDefault(); $('#main').focus(); });
 
 applyTheme();
 start();
