@@ -74,17 +74,9 @@ type fleetTotalView struct {
 	ServedRebalanced int64 `json:"servedRebalanced"`
 }
 
-// badRequest is a 400 or 413 of the simulation, its message prefixed "console: ".
-type badRequest struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *badRequest) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) *badRequest {
-	return &badRequest{http.StatusBadRequest, codeInvalid, "console: " + fmt.Sprintf(format, args...)}
+// invalidf is a 400 of the simulation: the body's fault, its message naming the field.
+func invalidf(format string, args ...any) error {
+	return errors.New("console: " + fmt.Sprintf(format, args...))
 }
 
 // simulateRegions replays an hour of demand moving across regions against an even split and
@@ -106,8 +98,7 @@ func simulateRegions(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := decodeSimulate(data)
 	if err != nil {
-		e := err.(*badRequest)
-		writeError(w, e.status, e.code, e.msg)
+		writeError(w, http.StatusBadRequest, codeInvalid, err.Error())
 		return
 	}
 	sim, err := regionsim.Simulate(regionsim.Config{Limit: req.limit, Regions: req.regions, Demand: req.demand, Floor: req.floor})

@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/regionsim"
 	"github.com/sluicehq/sluice/region"
 )
@@ -221,4 +223,25 @@ func FuzzSimulateBody(f *testing.F) {
 			t.Fatalf("%q: status %d with body %q", body, w.Code, w.Body)
 		}
 	})
+}
+
+// TestSimulateField: Simulate's fields, should one get past decodeSimulate, are the body's.
+func TestSimulateField(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a region's demand", &sluice.InvalidError{Field: "demand[mumbai]", Reason: "must be at least 0"}, "demand.mumbai: must be at least 0"},
+		{"the regions", &sluice.InvalidError{Field: "regions[1]", Reason: "listed twice"}, "demand: listed twice"},
+		{"the limit", &sluice.InvalidError{Field: "limit", Reason: "too big"}, "limit: too big"},
+		{"not an InvalidError", errors.New("regionsim: minute 3: broken"), "regionsim: minute 3: broken"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := simulateField(tt.err); got != tt.want {
+				t.Errorf("%q, want %q", got, tt.want)
+			}
+		})
+	}
 }
