@@ -72,8 +72,8 @@ export function limitWords(l) {
     default:
       s = l.strategy || 'unknown';
   }
-  const label = [l.name, l.unit === 'request' ? 'per request' : ''].filter(Boolean).join(', ');
-  return label ? `${label}: ${s}` : s;
+  if (l.unit === 'request') s += ' (1 per check, whatever its cost)';
+  return l.name ? `${l.name}: ${s}` : s;
 }
 export const limitsWords = (limits) => (limits && limits.length ? limits.map(limitWords).join('; ') : '–');
 
