@@ -44,6 +44,7 @@
 
 const PAGES = ['overview', 'top', 'inspect', 'overrides', 'regions'];
 const TOKEN_KEY = 'sluice.token';
+const SESSION_KEY = 'sluice.session'; // the last session's {auth, scope}: no secret
 const THEME_KEY = 'sluice.theme';
 const WINDOW_SECONDS = 900; // the history the shell keeps, as the server's history event spans
 
@@ -89,15 +90,29 @@ function setStatus(text) { $('#shell-status').textContent = text; }
 async function start() {
   // Load the page's module while the session is asked: the two round trips overlap.
   import(`./pages/${parseHash().name || 'overview'}.js`).catch(() => {}); // route() reports failures
+  // A reload of a signed-in tab shows the page at once with the session it had (kept beside the
+  // token), and asks the server meanwhile: a page's first data then waits for one round trip, not
+  // two. Should the answer differ (a token file reloaded since), the page is shown again; a 401
+  // signs out. The scope only shapes the pages: the server checks every request.
+  let cached = null;
+  try { cached = JSON.parse(sessionStorage.getItem(SESSION_KEY)); } catch { /* none */ }
+  if (cached && (token || !cached.auth)) signedIn(cached);
   let session;
   try {
     session = await api('v1/console/session');
   } catch (e) {
     if (e.status === 401) return; // api() showed the form
+    if (cached) return; // the page is up; its own requests report the trouble
     setStatus(`The console cannot start: ${e.message}`);
     setTimeout(start, 5000);
     return;
   }
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify({ auth: session.auth, scope: session.scope }));
+  if (!cached || cached.auth !== session.auth || cached.scope !== session.scope) signedIn(session);
+}
+
+// signedIn shows the header and the page for a session, then connects the live feed.
+async function signedIn(session) {
   auth = session.auth;
   scope = session.scope === 'admin' ? 'admin' : 'check';
   $('#login').hidden = true;
@@ -127,6 +142,7 @@ async function start() {
 function signedOut(message) {
   token = '';
   sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(SESSION_KEY);
   feed.stop();
   unmountPage();
   $('#page-title').textContent = 'Sign in';
