@@ -103,6 +103,18 @@ else
 	echo "note: no Node 20 or later with npm: the TypeScript client is not tested"
 fi
 
+# The operator console (/ui/) used in a real browser: Debian's Chromium driven by playwright-core,
+# against a sluice serve built from this tree (server/console/e2e).
+step "console in a browser"
+CHROMIUM=${SLUICE_CHROMIUM:-/usr/bin/chromium}
+if command -v npm >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' 2>/dev/null && [[ -x $CHROMIUM ]]; then
+	(cd server/console/e2e && npm ci --no-audit --no-fund && SLUICE_CHROMIUM=$CHROMIUM npm test)
+elif [[ ${CI:-} == true ]]; then
+	fail "no Node 20 or later with npm, or no Chromium at $CHROMIUM: the console cannot be tested in a browser (apt-get install chromium)"
+else
+	echo "note: no Node 20 or later with npm, or no Chromium at $CHROMIUM: the console is not tested in a browser (apt-get install chromium, or set SLUICE_CHROMIUM)"
+fi
+
 if [[ -f bench/go.mod ]]; then
 	step "benchmarks (one iteration each)"
 	(
