@@ -40,7 +40,8 @@
 //                                  Promise of {reason} when confirmed, null when cancelled: a modal
 //                                  dialog whose reason is required when needReason is true.
 //
-// The global uPlot (vendor/uplot) is also there for pages that want it directly.
+// The global uPlot (vendor/uplot) is also there for pages that want it directly, and lib.js has
+// the helpers the pages share (h to build elements, number, duration, time and limit formats).
 
 const PAGES = ['overview', 'top', 'inspect', 'overrides', 'regions'];
 const TOKEN_KEY = 'sluice.token';

@@ -149,7 +149,8 @@ export function sparkline(canvas, allowed, denied, colors, w = 140, hgt = 28) {
 // loadPolicies answers GET v1/console/policies's body.
 export const loadPolicies = (ctx) => ctx.api('v1/console/policies');
 
-// policySelect fills a <select> with the policies' names, selecting want (or the first).
+// fillPolicySelect fills a <select> with the policies' names (allLabel: a first option "" for
+// all of them), selecting want when it is one of them.
 export function fillPolicySelect(select, names, want, allLabel) {
   const opts = names.map((n) => h('option', { value: n }, n));
   if (allLabel !== undefined) opts.unshift(h('option', { value: '' }, allLabel));
