@@ -1,0 +1,5 @@
+//go:build !race
+
+package topkeys
+
+const raceEnabled = false
