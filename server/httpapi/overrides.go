@@ -123,8 +123,14 @@ func (a *api) getOverride(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, o)
 }
 
+// deleteOverride answers DELETE /v1/overrides/{policy}/{key}[?reason=WHY]: the reason, which a
+// body-less DELETE carries in its query, is logged with the deletion.
 func (a *api) deleteOverride(w http.ResponseWriter, r *http.Request) {
 	policy, key, err := overrideRef(r)
+	reason := ""
+	if err == nil {
+		reason, err = deleteReason(r.URL.RawQuery)
+	}
 	var existed bool
 	if err == nil {
 		existed, err = a.srv.Overrides().Delete(r.Context(), policy, key)
@@ -137,9 +143,31 @@ func (a *api) deleteOverride(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	a.srv.LogAction("override deleted", policy, key, reason)
 	writeJSON(w, http.StatusOK, struct {
 		Deleted bool `json:"deleted"`
 	}{true})
+}
+
+// deleteReason reads a deletion's query: nothing, or reason once, at most MaxReasonLen bytes.
+func deleteReason(raw string) (string, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "", invalidf("query: %v", err)
+	}
+	for name, vs := range q {
+		switch {
+		case name != "reason":
+			return "", invalidf("unknown query parameter %q; a deletion takes only reason", name)
+		case len(vs) > 1:
+			return "", invalidf("reason: given %d times", len(vs))
+		case len(vs[0]) > overrides.MaxReasonLen:
+			return "", invalidf("reason: at most %d bytes, got %d", overrides.MaxReasonLen, len(vs[0]))
+		case !utf8.ValidString(vs[0]):
+			return "", invalidf("reason: must be UTF-8")
+		}
+	}
+	return q.Get("reason"), nil
 }
 
 // listOverrides answers GET /v1/overrides?policy=P&prefix=K&pageToken=T&limit=N, reading the query

@@ -140,7 +140,7 @@ func TestOverridesRoundTrip(t *testing.T) {
 			if len(list.Overrides) != 1 || fmt.Sprint(list.Overrides[0]) != fmt.Sprint(got) {
 				t.Errorf("list answered %+v, want [%+v]", list.Overrides, got)
 			}
-			if r := e.do("DELETE", path, ""); r.status != 200 {
+			if r := e.do("DELETE", path+"?reason=ticket+7", ""); r.status != 200 {
 				t.Fatalf("DELETE: %d %s", r.status, r.body)
 			} else {
 				sameJSON(t, r.body, `{"deleted":true}`)
@@ -251,6 +251,10 @@ func TestOverridesBadInput(t *testing.T) {
 		{"GET of an empty key", "GET", "/v1/overrides/tiers/", "", nil, 400, httpapi.CodeInvalid, "key"},
 		{"GET of a long key", "GET", long, "", nil, 400, httpapi.CodeInvalid, "key"},
 		{"DELETE of an empty key", "DELETE", "/v1/overrides/tiers/", "", nil, 400, httpapi.CodeInvalid, "key"},
+		{"DELETE with an unknown parameter", "DELETE", acme + "?why=x", "", nil, 400, httpapi.CodeInvalid, `"why"`},
+		{"DELETE with two reasons", "DELETE", acme + "?reason=a&reason=b", "", nil, 400, httpapi.CodeInvalid, "reason"},
+		{"DELETE with a long reason", "DELETE", acme + "?reason=" + strings.Repeat("r", 1025), "", nil, 400, httpapi.CodeInvalid, "reason"},
+		{"DELETE with a bad query", "DELETE", acme + "?reason=%zz", "", nil, 400, httpapi.CodeInvalid, "query"},
 		{"PATCH", "PATCH", acme, `{"plan":"pro"}`, nil, 405, httpapi.CodeMethodNotAllowed, "use PUT or GET or DELETE"},
 		{"list without policy", "GET", "/v1/overrides", "", nil, 400, httpapi.CodeInvalid, "policy"},
 		{"list with empty policy", "GET", "/v1/overrides?policy=", "", nil, 400, httpapi.CodeInvalid, "policy"},

@@ -278,6 +278,9 @@ func (t *Tracker) Policies(w Window) []string {
 }
 
 // Dropped returns how many events Observe dropped (the stripes full or locked), and the drain after
+// Capacity is the counters per sketch (Config.Capacity): a list's error is at most its Total over it.
+func (t *Tracker) Capacity() int { return t.win.k }
+
 // it (beyond 4096 policies in the hour).
 func (t *Tracker) Dropped() uint64 {
 	n := t.overflow.Load()

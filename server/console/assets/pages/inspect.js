@@ -171,9 +171,8 @@ export function mount(root, ctx) {
 
     const del = h('button', { type: 'button', id: 'action-override-delete', class: 'danger', disabled: !current }, 'Remove override');
     del.addEventListener('click', () => act('Remove override', `Remove the override of ${key} under ${policy}? The key gets the policy's default back.`,
-      // The reason is not stored with a deletion (nothing is left to hold it); the dialog still asks,
-      // so that a removal is as deliberate as the other actions.
-      () => ctx.api(keyPath, { method: 'DELETE' })));
+      // A DELETE has no body: the reason goes in the query, and the server logs it.
+      (reason) => ctx.api(`${keyPath}?reason=${encodeURIComponent(reason || '')}`, { method: 'DELETE' })));
 
     return h('section', { 'aria-labelledby': 'insp-actions' },
       h('h2', { id: 'insp-actions' }, 'Actions'),
