@@ -56,6 +56,7 @@ function suite() {
   const watchdog = setTimeout(() => {
     console.error(`console e2e: the file ran over ${FILE_BUDGET_MS / 1000} s; stopping`);
     dumpLog();
+    if (dir && !process.env.SLUICE_E2E_KEEP) rmSync(dir, { recursive: true, force: true });
     process.exit(1);
   }, FILE_BUDGET_MS);
   watchdog.unref();
