@@ -236,6 +236,7 @@ func TestConsoleHostile(t *testing.T) {
 			resp.Body.Close()
 		}
 		var top struct {
+			Dropped  int64
 			Policies []struct {
 				Checked struct {
 					Total, ErrorBound int64
@@ -244,8 +245,9 @@ func TestConsoleHostile(t *testing.T) {
 			}
 		}
 		consoleGet(t, r, "/v1/console/top?policy=api&limit=100", &top)
-		if c := top.Policies[0].Checked; c.Total != 20_000 || len(c.Keys) != 100 || c.ErrorBound > 20_000/128+1 {
-			t.Errorf("after 20,000 distinct keys: total %d, %d keys listed, error bound %d", c.Total, len(c.Keys), c.ErrorBound)
+		// A busy machine may leave the drain behind a 1000-key batch: what it drops is counted.
+		if c := top.Policies[0].Checked; c.Total+top.Dropped != 20_000 || top.Dropped > 2000 || len(c.Keys) != 100 || c.ErrorBound > 20_000/128+1 {
+			t.Errorf("after 20,000 distinct keys: total %d, dropped %d, %d keys listed, error bound %d", c.Total, top.Dropped, len(c.Keys), c.ErrorBound)
 		}
 	})
 	t.Run("feeds past the cap get 503, an idle feed stalls no other", func(t *testing.T) {

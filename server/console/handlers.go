@@ -162,7 +162,8 @@ func (c *Console) top(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(lists, func(a, b topList) int {
 		return cmp.Or(cmp.Compare(b.Denied.Total, a.Denied.Total), cmp.Compare(b.Checked.Total, a.Checked.Total), cmp.Compare(a.Policy, b.Policy))
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"window": label, "capacity": c.cfg.Keys.Capacity(), "policies": lists})
+	writeJSON(w, http.StatusOK, map[string]any{"window": label, "capacity": c.cfg.Keys.Capacity(),
+		"dropped": c.cfg.Keys.Dropped(), "policies": lists})
 }
 
 // nonNil gives r an empty list of keys rather than null.

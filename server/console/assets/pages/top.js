@@ -77,6 +77,9 @@ export function mount(root, ctx) {
         topTable(p.policy, 'top-checked', 'Checked most', p.checked),
         topTable(p.policy, 'top-denied', 'Denied most', p.denied))));
     if (!sections.length) sections.push(h('p', {}, `No checks in ${windowWords}${want ? ` under ${want}` : ''}.`));
+    if (res.dropped) {
+      sections.unshift(h('p', { class: 'muted' }, `${num(res.dropped)} checks since the server started came faster than the sketch could take them, and are in no list.`));
+    }
     results.replaceChildren(...sections);
     if (focus) {
       const again = [...results.querySelectorAll('a')].find((x) => x.dataset.focusId === focus);
