@@ -210,7 +210,9 @@ func TestConsoleStoreDown(t *testing.T) {
 			t.Fatalf("in 10 s the feed counted %d fail-open decisions of 5, not ready %v", open, notReady)
 		}
 	}
-	var top struct{ Policies []struct{ Checked struct{ Total int64 } } }
+	var top struct {
+		Policies []struct{ Checked struct{ Total int64 } }
+	}
 	if consoleGet(t, r, "/v1/console/top?policy=api", &top); len(top.Policies) != 1 || top.Policies[0].Checked.Total != 5 {
 		t.Errorf("top of api: %+v, want the 5 fail-open checks", top)
 	}
