@@ -132,7 +132,8 @@ func ExampleClient_SetOverride() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(o.Plan, o.Reason, o.ExpiresAt-o.UpdatedAt >= 7*24*3600*1000)
+	// The server sets ExpiresAt from the ttl and UpdatedAt a moment later, as it stores the override.
+	fmt.Println(o.Plan, o.Reason, (time.Duration(o.ExpiresAt-o.UpdatedAt) * time.Millisecond).Round(time.Hour))
 	for _, key := range []string{"acme", "bob"} {
 		d, _ := c.Check(ctx, "tiers", key, 1)
 		fmt.Println(key, d.Plan, d.Override, d.Limit)
@@ -140,7 +141,7 @@ func ExampleClient_SetOverride() {
 	_, err = c.SetOverride(ctx, overrides.Override{Policy: "tiers", Key: "acme", Plan: "gold"}, 0)
 	fmt.Println(errors.Is(err, sluice.ErrInvalid))
 	// Output:
-	// pro trial true
+	// pro trial 168h0m0s
 	// acme pro true 50
 	// bob free false 5
 	// true
