@@ -4,7 +4,7 @@
 // no token in a URL, no CORS, a CSP, each page's first data on screen within a second, no axe
 // violations light, dark and at 375 px, a keyboard that reaches everything.
 //
-//   npm ci && npm test              the test; screenshots into a temporary directory
+//   npm ci && npm test              the test; screenshots into its temporary directory (SLUICE_E2E_KEEP=1 keeps it)
 //   npm run screenshots             the same, screenshots into docs/console/ (committed)
 //
 // Environment: SLUICE_CHROMIUM (default /usr/bin/chromium, Debian's `chromium` package);
@@ -509,7 +509,7 @@ function suite() {
   });
 
   async function screenshot(page, name, variant) {
-    shotsDir ||= screenshotDir();
+    shotsDir ||= screenshotDir(dir);
     mkdirSync(shotsDir, { recursive: true });
     const file = join(shotsDir, `${name}-${variant}.png`);
     await page.evaluate(() => window.scrollTo(0, 0));
@@ -727,9 +727,11 @@ function formatViolation(page, variant, v) {
   return `  ${page} (${variant}): ${v.id} [${v.impact}] ${v.help} (${v.helpUrl})\n${nodes}${more}`;
 }
 
-function screenshotDir() {
+// screenshotDir is where the screenshots go: by default inside the run's temporary directory
+// (removed with it unless SLUICE_E2E_KEEP is set), so that a run leaves nothing behind.
+function screenshotDir(runDir) {
   const v = process.env.SLUICE_SCREENSHOTS;
-  if (!v) return mkdtempSync(join(tmpdir(), 'sluice-console-shots-'));
+  if (!v) return join(runDir, 'screenshots');
   if (v === 'docs') return join(root, 'docs', 'console');
   return resolve(v);
 }
