@@ -292,10 +292,10 @@ func (t *Tracker) Policies(w Window) []string {
 	return t.win.names(now, w)
 }
 
-// Dropped returns how many events Observe dropped (the stripes full or locked), and the drain after
 // Capacity is the counters per sketch (Config.Capacity): a list's error is at most its Total over it.
 func (t *Tracker) Capacity() int { return t.win.k }
 
+// Dropped returns how many events Observe dropped (the stripes full or locked), and the drain after
 // it (beyond 4096 policies in the hour).
 func (t *Tracker) Dropped() uint64 {
 	n := t.overflow.Load()
