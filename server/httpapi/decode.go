@@ -175,6 +175,13 @@ type checkRequest struct {
 // reset), withNow false for reset, which does not depend on time.
 func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
 	req := checkRequest{Cost: 1}
+	err := decodeObject(data, "", req.fields(withCost, withNow))
+	req.Cost = wireCost(req.Cost)
+	return req, err
+}
+
+// fields are the members of a checkRequest's body, into req.
+func (req *checkRequest) fields(withCost, withNow bool) []field {
 	fields := []field{
 		{"policy", true, "a string", &req.Policy},
 		{"key", true, "a string", &req.Key},
@@ -185,9 +192,7 @@ func decodeCheck(data []byte, withCost, withNow bool) (checkRequest, error) {
 	if withNow {
 		fields = append(fields, field{"now", false, "an integer (epoch ms)", &req.Now})
 	}
-	err := decodeObject(data, "", fields)
-	req.Cost = wireCost(req.Cost)
-	return req, err
+	return fields
 }
 
 // actionRequest is the body of /v1/reset and /v1/refund: a checkRequest and why, for the log.
@@ -199,14 +204,7 @@ type actionRequest struct {
 // decodeAction reads an actionRequest: reset takes neither cost nor now (withCost false).
 func decodeAction(data []byte, withCost bool) (actionRequest, error) {
 	req := actionRequest{checkRequest: checkRequest{Cost: 1}}
-	fields := []field{
-		{"policy", true, "a string", &req.Policy},
-		{"key", true, "a string", &req.Key},
-		{"reason", false, "a string", &req.Reason},
-	}
-	if withCost {
-		fields = append(fields, field{"cost", false, "an integer", &req.Cost}, field{"now", false, "an integer (epoch ms)", &req.Now})
-	}
+	fields := append(req.fields(withCost, withCost), field{"reason", false, "a string", &req.Reason})
 	if err := decodeObject(data, "", fields); err != nil {
 		return req, err
 	}

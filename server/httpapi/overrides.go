@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -151,46 +153,48 @@ func (a *api) deleteOverride(w http.ResponseWriter, r *http.Request) {
 
 // deleteReason reads a deletion's query: nothing, or reason once, at most MaxReasonLen bytes.
 func deleteReason(raw string) (string, error) {
+	q, err := strictQuery(raw, "reason")
+	if err != nil {
+		return "", err
+	}
+	reason := q.Get("reason")
+	switch {
+	case len(reason) > overrides.MaxReasonLen:
+		return "", invalidf("reason: at most %d bytes, got %d", overrides.MaxReasonLen, len(reason))
+	case !utf8.ValidString(reason):
+		return "", invalidf("reason: must be UTF-8")
+	}
+	return reason, nil
+}
+
+// strictQuery parses a query string whose parameters are among allowed, each at most once:
+// anything else is a 400 naming it.
+func strictQuery(raw string, allowed ...string) (url.Values, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return "", invalidf("query: %v", err)
+		return nil, invalidf("query: %v", err)
 	}
 	for name, vs := range q {
 		switch {
-		case name != "reason":
-			return "", invalidf("unknown query parameter %q; a deletion takes only reason", name)
+		case !slices.Contains(allowed, name):
+			return nil, invalidf("%q: unknown parameter (%s)", name, strings.Join(allowed, ", "))
 		case len(vs) > 1:
-			return "", invalidf("reason: given %d times", len(vs))
-		case len(vs[0]) > overrides.MaxReasonLen:
-			return "", invalidf("reason: at most %d bytes, got %d", overrides.MaxReasonLen, len(vs[0]))
-		case !utf8.ValidString(vs[0]):
-			return "", invalidf("reason: must be UTF-8")
+			return nil, invalidf("%s: given %d times, at most once", name, len(vs))
 		}
 	}
-	return q.Get("reason"), nil
+	return q, nil
 }
 
 // listOverrides answers GET /v1/overrides?policy=P&prefix=K&pageToken=T&limit=N, reading the query
 // as strictly as the gate does: unknown or repeated parameters are 400.
 func (a *api) listOverrides(w http.ResponseWriter, r *http.Request) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, invalidf("query: %v", err))
-		return
+	q, err := strictQuery(r.URL.RawQuery, "policy", "prefix", "pageToken", "limit")
+	if err == nil && q.Has("limit") && q.Get("limit") == "" {
+		err = invalidf("limit: given empty")
 	}
-	for name, vs := range q {
-		switch {
-		case name != "policy" && name != "prefix" && name != "pageToken" && name != "limit":
-			err = invalidf("%s: unknown parameter (policy, prefix, pageToken, limit)", name)
-		case len(vs) > 1:
-			err = invalidf("%s: given %d times, at most once", name, len(vs))
-		case name == "limit" && vs[0] == "":
-			err = invalidf("limit: given empty")
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	policy := q.Get("policy")
 	limit, err := queryInt(q.Get("limit"), "limit", DefaultPageLimit)
