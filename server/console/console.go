@@ -144,14 +144,10 @@ func (c *Console) read(ctx context.Context, now time.Time) {
 // fill adds an empty point for each second missed before t (a stalled sampler), so that the
 // history's points stay one step apart. The caller holds mu.
 func (c *Console) fill(t int64) {
-	ps := c.hist.ring
-	if len(ps) == 0 {
+	if len(c.hist.ring) == 0 {
 		return
 	}
-	newest := ps[len(ps)-1].t
-	if len(ps) == historyLen {
-		newest = ps[(c.hist.next+historyLen-1)%historyLen].t
-	}
+	newest := c.hist.ring[(c.hist.next+len(c.hist.ring)-1)%len(c.hist.ring)].t
 	ms := step.Milliseconds()
 	for at, n := newest+ms, 0; at < t && n < historyLen; at, n = at+ms, n+1 {
 		c.hist.add(point{t: at})
